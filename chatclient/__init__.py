@@ -1,0 +1,107 @@
+"""chatclient: a fluent client for language models with an ordered chain of advisors.
+
+    from chatclient import ChatClient
+    client = ChatClient.builder(model).default_system("Be brief.").build()
+    print(client.prompt("Hello").call().content())
+"""
+
+from chatclient.advisor import (
+    DEFAULT_CHAT_MEMORY_ORDER,
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    STRUCTURED_OUTPUT_VALIDATION_ORDER,
+    TOOL_CALL_ORDER,
+    Advisor,
+    AdvisorChain,
+    AsyncCallAdvisor,
+    AsyncStreamAdvisor,
+    BaseAdvisor,
+    CallAdvisor,
+    ChatModelAdvisor,
+    StreamAdvisor,
+)
+from chatclient.client import (
+    AsyncCallResponseSpec,
+    AsyncStreamResponseSpec,
+    CallResponseSpec,
+    ChatClient,
+    ChatClientBuilder,
+    ChatClientRequestSpec,
+    ResponseEntity,
+    StreamResponseSpec,
+)
+from chatclient.messages import (
+    AssistantMessage,
+    Media,
+    Message,
+    MessageType,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+from chatclient.models.base import (
+    ChatModel,
+    ChatResponse,
+    ChatResponseMetadata,
+    Generation,
+    GenerationMetadata,
+    ModelCapabilities,
+    Usage,
+)
+from chatclient.options import ChatOptions
+from chatclient.prompt import Prompt, ToolDefinition
+from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
+from chatclient.templates import JinjaTemplateRenderer, NoOpTemplateRenderer, TemplateRenderer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_CHAT_MEMORY_ORDER",
+    "HIGHEST_PRECEDENCE",
+    "LOWEST_PRECEDENCE",
+    "STRUCTURED_OUTPUT_VALIDATION_ORDER",
+    "TOOL_CALL_ORDER",
+    "Advisor",
+    "AdvisorChain",
+    "AssistantMessage",
+    "AsyncCallAdvisor",
+    "AsyncCallResponseSpec",
+    "AsyncStreamAdvisor",
+    "AsyncStreamResponseSpec",
+    "BaseAdvisor",
+    "CallAdvisor",
+    "CallResponseSpec",
+    "ChatClient",
+    "ChatClientBuilder",
+    "ChatClientRequest",
+    "ChatClientRequestSpec",
+    "ChatClientResponse",
+    "ChatModel",
+    "ChatModelAdvisor",
+    "ChatOptions",
+    "ChatResponse",
+    "ChatResponseMetadata",
+    "ContextKeys",
+    "Generation",
+    "GenerationMetadata",
+    "JinjaTemplateRenderer",
+    "Media",
+    "Message",
+    "MessageType",
+    "ModelCapabilities",
+    "NoOpTemplateRenderer",
+    "Prompt",
+    "ResponseEntity",
+    "StreamAdvisor",
+    "StreamResponseSpec",
+    "SystemMessage",
+    "TemplateRenderer",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolResponse",
+    "ToolResponseMessage",
+    "Usage",
+    "UserMessage",
+]

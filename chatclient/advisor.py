@@ -1,0 +1,281 @@
+"""Advisors and the advisor chain.
+
+An advisor is middleware around the model call. The chain sorts advisors by ``order`` (lowest
+first on the way in, last on the way out — a stack) and always ends with the terminal
+``ChatModelAdvisor``, which calls the model. One chain implementation serves all four modes:
+``next_call``, ``next_stream``, ``next_acall`` and ``next_astream`` differ only in which advisor
+method they invoke.
+
+A chain object is an immutable position in a sorted tuple of advisors, so an advisor may call
+``next_*`` more than once (recursive advisors use ``chain.copy(self)`` to re-run only the part of
+the chain after themselves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from chatclient.errors import AdvisorChainError
+from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
+
+if TYPE_CHECKING:
+    from chatclient.models.base import ChatModel, ChatResponse
+
+HIGHEST_PRECEDENCE = -(2**31)
+LOWEST_PRECEDENCE = 2**31 - 1
+DEFAULT_CHAT_MEMORY_ORDER = HIGHEST_PRECEDENCE + 200
+TOOL_CALL_ORDER = HIGHEST_PRECEDENCE + 300
+STRUCTURED_OUTPUT_VALIDATION_ORDER = LOWEST_PRECEDENCE - 2000
+
+Mode = Literal["call", "stream", "acall", "astream"]
+_METHOD_OF_MODE: dict[str, str] = {
+    "call": "advise_call",
+    "stream": "advise_stream",
+    "acall": "advise_acall",
+    "astream": "advise_astream",
+}
+
+
+class Advisor:
+    """Base of all advisors: a ``name`` (default: the class name) and an ``order`` (default 0)."""
+
+    order: int = 0
+    _name: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name or type(self).__name__
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+
+    def __repr__(self) -> str:
+        return f"{self.name}(order={self.order})"
+
+
+class CallAdvisor(Advisor):
+    """Advises blocking calls."""
+
+    def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        raise NotImplementedError
+
+
+class StreamAdvisor(Advisor):
+    """Advises blocking streams."""
+
+    def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
+        raise NotImplementedError
+
+
+class AsyncCallAdvisor(Advisor):
+    """Advises async calls."""
+
+    async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        raise NotImplementedError
+
+
+class AsyncStreamAdvisor(Advisor):
+    """Advises async streams."""
+
+    def advise_astream(self, request: ChatClientRequest, chain: AdvisorChain) -> AsyncIterator[ChatClientResponse]:
+        raise NotImplementedError
+
+
+def is_finished(response: ChatClientResponse) -> bool:
+    """True when the response carries a finish reason (the last chunk of a stream)."""
+    cr = response.chat_response
+    return cr is not None and cr.has_finish_reason()
+
+
+class BaseAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvisor):
+    """An advisor written as ``before`` (request) and ``after`` (response), served in all four modes.
+
+    In streams, ``after`` runs once, on the chunk that carries a finish reason. Override
+    ``abefore``/``aafter`` when the async path should not block the event loop.
+    """
+
+    def before(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:
+        return request
+
+    def after(self, response: ChatClientResponse, chain: AdvisorChain) -> ChatClientResponse:
+        return response
+
+    async def abefore(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:
+        return self.before(request, chain)
+
+    async def aafter(self, response: ChatClientResponse, chain: AdvisorChain) -> ChatClientResponse:
+        return self.after(response, chain)
+
+    def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        return self.after(chain.next_call(self.before(request, chain)), chain)
+
+    def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
+        for response in chain.next_stream(self.before(request, chain)):
+            yield self.after(response, chain) if is_finished(response) else response
+
+    async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        return await self.aafter(await chain.next_acall(await self.abefore(request, chain)), chain)
+
+    async def advise_astream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        async for response in chain.next_astream(await self.abefore(request, chain)):
+            yield (await self.aafter(response, chain)) if is_finished(response) else response
+
+
+class AdvisorChain:
+    """A position in a sorted tuple of advisors; ``next_*`` runs the advisor at that position."""
+
+    __slots__ = ("_advisors", "_pos")
+
+    def __init__(self, advisors: tuple[Advisor, ...], pos: int = 0) -> None:
+        self._advisors = advisors
+        self._pos = pos
+
+    @property
+    def advisors(self) -> tuple[Advisor, ...]:
+        """The chain's advisors in execution order (a snapshot; the terminal advisor is last)."""
+        return self._advisors
+
+    @property
+    def remaining(self) -> tuple[Advisor, ...]:
+        """The advisors that ``next_*`` would still run."""
+        return self._advisors[self._pos :]
+
+    def _next(self) -> tuple[Any, AdvisorChain]:
+        if self._pos >= len(self._advisors):
+            raise AdvisorChainError(
+                "The advisor chain is exhausted: no advisor is left to call. "
+                "An advisor called next after the terminal model advisor, or on a copy made after the last advisor."
+            )
+        return self._advisors[self._pos], AdvisorChain(self._advisors, self._pos + 1)
+
+    def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
+        advisor, rest = self._next()
+        return advisor.advise_call(request, rest)  # type: ignore[no-any-return]
+
+    def next_stream(self, request: ChatClientRequest) -> Iterator[ChatClientResponse]:
+        advisor, rest = self._next()
+        return advisor.advise_stream(request, rest)  # type: ignore[no-any-return]
+
+    async def next_acall(self, request: ChatClientRequest) -> ChatClientResponse:
+        advisor, rest = self._next()
+        return await advisor.advise_acall(request, rest)  # type: ignore[no-any-return]
+
+    def next_astream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
+        advisor, rest = self._next()
+        return advisor.advise_astream(request, rest)  # type: ignore[no-any-return]
+
+    def copy(self, after: Advisor) -> AdvisorChain:
+        """A new chain holding only the advisors after ``after`` (used by recursive advisors)."""
+        if after is None:
+            raise ValueError("after cannot be None")
+        for i, a in enumerate(self._advisors):
+            if a is after:
+                return AdvisorChain(self._advisors[i + 1 :])
+        raise ValueError(f"The advisor {getattr(after, 'name', after)!r} is not part of the chain")
+
+    def __repr__(self) -> str:
+        return f"AdvisorChain({[a.name for a in self.remaining]})"
+
+
+def build_chain(advisors: Sequence[Advisor], terminal: Advisor, mode: Mode) -> AdvisorChain:
+    """Sort ``advisors`` by order (stable), append ``terminal``, and check each serves ``mode``."""
+    method = _METHOD_OF_MODE[mode]
+    ordered = sorted(advisors, key=_order_of) if len(advisors) > 1 else list(advisors)
+    for a in ordered:
+        if a is None:
+            raise ValueError("advisors cannot contain None")
+        if not callable(getattr(a, method, None)) or _is_unimplemented(a, method):
+            raise AdvisorChainError(
+                f"Advisor {getattr(a, 'name', type(a).__name__)!r} does not support {mode}(): "
+                f"it has no {method}(). Implement it (or extend BaseAdvisor), or remove the advisor from this request."
+            )
+    ordered.append(terminal)
+    return AdvisorChain(tuple(ordered))
+
+
+def _order_of(a: Advisor) -> int:
+    return a.order
+
+
+_BASE_METHODS: dict[str, Any] = {
+    "advise_call": CallAdvisor.advise_call,
+    "advise_stream": StreamAdvisor.advise_stream,
+    "advise_acall": AsyncCallAdvisor.advise_acall,
+    "advise_astream": AsyncStreamAdvisor.advise_astream,
+}
+
+
+def _is_unimplemented(advisor: Advisor, method: str) -> bool:
+    # An advisor inheriting the mode class but not overriding its method does not serve that mode.
+    return getattr(type(advisor), method, None) is _BASE_METHODS[method]
+
+
+# -- the terminal advisor ------------------------------------------------------------------------
+
+
+class ChatModelAdvisor(BaseAdvisor):
+    """The last link of every chain: applies output-format rules and calls the model.
+
+    With ``OUTPUT_FORMAT`` in the context it appends the instructions to the last user message; with
+    ``NATIVE_STRUCTURED_OUTPUT`` true and a model that supports it, it sets ``options.output_schema``
+    instead. The mode used is recorded in the response metadata under ``structured_output_mode``.
+    """
+
+    order = LOWEST_PRECEDENCE
+
+    def __init__(self, model: ChatModel) -> None:
+        if model is None:
+            raise ValueError("model cannot be None")
+        self.model = model
+
+    def prepare(self, request: ChatClientRequest) -> tuple[ChatClientRequest, str | None]:
+        ctx = request.context
+        if not ctx:
+            return request, None
+        fmt = ctx.get(ContextKeys.OUTPUT_FORMAT)
+        schema = ctx.get(ContextKeys.OUTPUT_SCHEMA)
+        if ctx.get(ContextKeys.NATIVE_STRUCTURED_OUTPUT) and schema and _supports_native(self.model):
+            from chatclient.options import ChatOptions
+
+            options = (request.prompt.options or ChatOptions()).merge(ChatOptions(output_schema=schema))
+            return request.mutate(prompt=request.prompt.copy(options=options)), "native"
+        if fmt:
+            prompt = request.prompt.augment_user_message(
+                lambda u: type(u)(f"{u.text}\n{fmt}" if u.text else fmt, media=u.media, metadata=u.metadata)
+            )
+            return request.mutate(prompt=prompt), "instructions"
+        return request, None
+
+    def _respond(self, request: ChatClientRequest, response: ChatResponse | None, mode: str | None) -> ChatClientResponse:
+        if mode is not None and response is not None:
+            response = response.with_metadata(structured_output_mode=mode)
+        return ChatClientResponse(response, request.context)
+
+    def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        request, mode = self.prepare(request)
+        return self._respond(request, self.model.call(request.prompt), mode)
+
+    async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        request, mode = self.prepare(request)
+        return self._respond(request, await self.model.acall(request.prompt), mode)
+
+    def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
+        request, mode = self.prepare(request)
+        for chunk in self.model.stream(request.prompt):
+            yield self._respond(request, chunk, mode if chunk.has_finish_reason() else None)
+
+    async def advise_astream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        request, mode = self.prepare(request)
+        async for chunk in self.model.astream(request.prompt):
+            yield self._respond(request, chunk, mode if chunk.has_finish_reason() else None)
+
+
+def _supports_native(model: Any) -> bool:
+    caps = getattr(model, "capabilities", None)
+    return bool(getattr(caps, "native_structured_output", False))

@@ -1,0 +1,628 @@
+"""The fluent ChatClient: a builder of defaults, a request spec per call, and response specs.
+
+    client = ChatClient.builder(model).default_system("You are terse.").build()
+    text = client.prompt().user("Hi").call().content()
+
+Nothing calls the model until a terminal method (``content``, ``chat_response``, ``entity``, ...)
+of a response spec runs, and a response spec runs the advisor chain at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from chatclient.advisor import Advisor, AdvisorChain, ChatModelAdvisor, Mode, build_chain
+from chatclient.errors import ChatClientError
+from chatclient.messages import MESSAGE_CLASSES, Media, Message, SystemMessage, UserMessage
+from chatclient.options import ChatOptions
+from chatclient.prompt import Prompt
+from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
+from chatclient.templates import TemplateRenderer, default_renderer
+
+if TYPE_CHECKING:
+    from chatclient.converters import StructuredOutputConverter
+    from chatclient.models.base import ChatModel, ChatResponse
+
+T = TypeVar("T")
+
+
+# -- argument checks (eager: a bad argument fails at the spec call, not at the model call) ---------
+
+
+def _check_text(text: Any) -> str:
+    if text is None or not isinstance(text, str) or not text.strip():
+        raise ValueError("text cannot be None or empty")
+    return text
+
+
+def _check_mapping(mapping: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"{what} must be a mapping")
+    for k, v in mapping.items():
+        if k is None or not isinstance(k, str) or not k:
+            raise ValueError(f"{what} keys cannot be None or empty")
+        if v is None:
+            raise ValueError(f"{what} values cannot be None (key {k!r})")
+    return dict(mapping)
+
+
+def _check_items(items: Sequence[Any], what: str) -> list[Any]:
+    for item in items:
+        if item is None:
+            raise ValueError(f"{what} cannot contain None")
+    return list(items)
+
+
+@dataclass
+class _RequestState:
+    """Everything a request spec (or the builder's defaults) holds."""
+
+    user_text: str | None = None
+    user_params: dict[str, Any] = field(default_factory=dict)
+    user_media: list[Media] = field(default_factory=list)
+    user_metadata: dict[str, Any] = field(default_factory=dict)
+    system_text: str | None = None
+    system_params: dict[str, Any] = field(default_factory=dict)
+    system_metadata: dict[str, Any] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+    advisors: list[Advisor] = field(default_factory=list)
+    advisor_params: dict[str, Any] = field(default_factory=dict)
+    options: ChatOptions | None = None
+    tools: list[Any] = field(default_factory=list)
+    tool_context: dict[str, Any] = field(default_factory=dict)
+    renderer: TemplateRenderer | None = None
+
+    def copy(self) -> _RequestState:
+        # Containers are copied; their elements (immutable messages, shared advisors) are not.
+        return _RequestState(
+            self.user_text,
+            dict(self.user_params),
+            list(self.user_media),
+            dict(self.user_metadata),
+            self.system_text,
+            dict(self.system_params),
+            dict(self.system_metadata),
+            list(self.messages),
+            list(self.advisors),
+            dict(self.advisor_params),
+            self.options,
+            list(self.tools),
+            dict(self.tool_context),
+            self.renderer,
+        )
+
+    # setters shared by the builder and the request spec
+
+    def set_system(self, text: str | None, params: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None) -> None:
+        if text is not None:
+            self.system_text = _check_text(text)
+        elif params is None and metadata is None:
+            raise ValueError("text cannot be None or empty")
+        self.system_params.update(_check_mapping(params, "params"))
+        self.system_metadata.update(_check_mapping(metadata, "metadata"))
+
+    def set_user(
+        self,
+        text: str | None,
+        params: Mapping[str, Any] | None,
+        media: Sequence[Media] | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> None:
+        if text is not None:
+            self.user_text = _check_text(text)
+        elif params is None and metadata is None and not media:
+            raise ValueError("text cannot be None or empty")
+        self.user_params.update(_check_mapping(params, "params"))
+        self.user_metadata.update(_check_mapping(metadata, "metadata"))
+        if media is not None:
+            for m in _check_items(media, "media"):
+                if not isinstance(m, Media):
+                    raise TypeError(f"media must be Media objects, got {type(m).__name__}")
+                self.user_media.append(m)
+
+    def add_advisors(self, advisors: Sequence[Advisor], params: Mapping[str, Any] | None) -> None:
+        if advisors is None:
+            raise ValueError("advisors cannot be None")
+        self.advisors.extend(_check_items(advisors, "advisors"))
+        if params is not None:
+            if not isinstance(params, Mapping):
+                raise TypeError("params must be a mapping")
+            for k in params:
+                if k is None or not isinstance(k, str) or not k:
+                    raise ValueError("params keys cannot be None or empty")
+            self.advisor_params.update(params)
+
+    def add_messages(self, messages: Sequence[Message]) -> None:
+        for m in _check_items(messages, "messages"):
+            if not isinstance(m, MESSAGE_CLASSES):
+                raise TypeError(f"messages must be Message objects, got {type(m).__name__}")
+            self.messages.append(m)
+
+    def set_options(self, options: ChatOptions) -> None:
+        if options is None:
+            raise ValueError("options cannot be None")
+        if not isinstance(options, ChatOptions):
+            raise TypeError("options must be a ChatOptions")
+        self.options = options
+
+    def add_tools(self, tools: Sequence[Any]) -> None:
+        self.tools.extend(_check_items(tools, "tools"))
+
+    def add_tool_context(self, context: Mapping[str, Any]) -> None:
+        if context is None:
+            raise ValueError("tool_context cannot be None")
+        self.tool_context.update(_check_mapping(context, "tool_context"))
+
+    def set_renderer(self, renderer: TemplateRenderer) -> None:
+        if renderer is None:
+            raise ValueError("template_renderer cannot be None")
+        if not callable(getattr(renderer, "render", None)):
+            raise TypeError("template_renderer must have a render(template, variables) method")
+        self.renderer = renderer
+
+
+def _render(text: str, params: Mapping[str, Any], renderer: TemplateRenderer | None) -> str:
+    # Text is a template only when params are given; otherwise braces are sent verbatim.
+    if not params:
+        return text
+    return (renderer or default_renderer()).render(text, params)
+
+
+def _to_request(state: _RequestState) -> tuple[ChatClientRequest, list[Advisor]]:
+    """Assemble the request (system, messages, user) and the advisor list from the spec."""
+    messages: list[Message] = []
+    if state.system_text:
+        messages.append(
+            SystemMessage(_render(state.system_text, state.system_params, state.renderer), state.system_metadata)
+        )
+    messages.extend(state.messages)
+    if state.user_text or state.user_media:
+        text = _render(state.user_text, state.user_params, state.renderer) if state.user_text else ""
+        messages.append(UserMessage(text, tuple(state.user_media), state.user_metadata))
+    if not messages:
+        raise ValueError("the prompt is empty: give user text (prompt('...') or .user('...')) or messages")
+    context = dict(state.advisor_params)
+    advisors = state.advisors
+    tool_definitions: tuple[Any, ...] = ()
+    if state.tools:
+        from chatclient.tools import ToolCallAdvisor, resolve_tools
+
+        callbacks = resolve_tools(state.tools)
+        tool_definitions = tuple(cb.definition for cb in callbacks)
+        context[ContextKeys.TOOL_CALLBACKS] = tuple(callbacks)
+        context[ContextKeys.TOOL_CONTEXT] = dict(state.tool_context)
+        if not any(isinstance(a, ToolCallAdvisor) for a in advisors):
+            advisors = [*advisors, ToolCallAdvisor()]
+    elif state.tool_context:
+        context[ContextKeys.TOOL_CONTEXT] = dict(state.tool_context)
+    prompt = Prompt(messages, state.options, tools=tool_definitions)
+    return ChatClientRequest(prompt, context), advisors
+
+
+class ChatClient:
+    """A configured entry point for talking to one model. Thread-safe: build once, use everywhere.
+
+    >>> from chatclient.testing import ScriptedChatModel
+    >>> client = ChatClient.create(ScriptedChatModel(["Hello!"]))
+    >>> client.prompt("Hi").call().content()
+    'Hello!'
+    """
+
+    __slots__ = ("_model", "_defaults")
+
+    def __init__(self, model: ChatModel, defaults: _RequestState | None = None) -> None:
+        if model is None:
+            raise ValueError("model cannot be None")
+        self._model = model
+        self._defaults = defaults or _RequestState()
+
+    @property
+    def model(self) -> ChatModel:
+        return self._model
+
+    @staticmethod
+    def create(model: ChatModel) -> ChatClient:
+        """A client with no defaults."""
+        return ChatClient(model)
+
+    @staticmethod
+    def builder(model: ChatModel) -> ChatClientBuilder:
+        """A builder for a client with default system text, advisors, options and tools."""
+        return ChatClientBuilder(model)
+
+    def mutate(self) -> ChatClientBuilder:
+        """A builder starting from a copy of this client's defaults; changing it never changes this client."""
+        return ChatClientBuilder(self._model, self._defaults.copy())
+
+    @overload
+    def prompt(self) -> ChatClientRequestSpec: ...
+    @overload
+    def prompt(self, content: str | Prompt) -> ChatClientRequestSpec: ...
+
+    def prompt(self, content: str | Prompt | None = None) -> ChatClientRequestSpec:
+        """Start a request from the client's defaults, optionally with user text or a whole Prompt."""
+        state = self._defaults.copy()
+        if content is not None:
+            if isinstance(content, Prompt):
+                if content.options is not None:
+                    state.options = content.options
+                state.add_messages(content.messages)
+                if content.tools:
+                    raise ValueError("give tools with .tools(...), not inside the Prompt")
+            else:
+                state.messages.append(UserMessage(_check_text(content)))
+        return ChatClientRequestSpec(self._model, state)
+
+
+class ChatClientBuilder:
+    """Collects a client's defaults; every method returns the builder."""
+
+    __slots__ = ("_model", "_state")
+
+    def __init__(self, model: ChatModel, state: _RequestState | None = None) -> None:
+        if model is None:
+            raise ValueError("model cannot be None")
+        self._model = model
+        self._state = state or _RequestState()
+
+    def default_system(
+        self, text: str | None = None, *, params: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> ChatClientBuilder:
+        self._state.set_system(text, params, metadata)
+        return self
+
+    def default_user(
+        self,
+        text: str | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        media: Sequence[Media] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ChatClientBuilder:
+        self._state.set_user(text, params, media, metadata)
+        return self
+
+    def default_advisors(self, *advisors: Advisor, params: Mapping[str, Any] | None = None) -> ChatClientBuilder:
+        self._state.add_advisors(advisors, params)
+        return self
+
+    def default_options(self, options: ChatOptions) -> ChatClientBuilder:
+        self._state.set_options(options)
+        return self
+
+    def default_tools(self, *tools: Any) -> ChatClientBuilder:
+        self._state.add_tools(tools)
+        return self
+
+    def default_tool_context(self, context: Mapping[str, Any]) -> ChatClientBuilder:
+        self._state.add_tool_context(context)
+        return self
+
+    def default_template_renderer(self, renderer: TemplateRenderer) -> ChatClientBuilder:
+        self._state.set_renderer(renderer)
+        return self
+
+    def build(self) -> ChatClient:
+        """A new client; later changes to this builder do not affect it."""
+        return ChatClient(self._model, self._state.copy())
+
+    def clone(self) -> ChatClientBuilder:
+        return ChatClientBuilder(self._model, self._state.copy())
+
+
+ChatClient.Builder = ChatClientBuilder  # type: ignore[attr-defined]  # Spring-style name
+
+
+class ChatClientRequestSpec:
+    """One request being built. Every method returns the spec; a terminal family runs it."""
+
+    __slots__ = ("_model", "_state")
+
+    def __init__(self, model: ChatModel, state: _RequestState) -> None:
+        self._model = model
+        self._state = state
+
+    def system(
+        self, text: str | None = None, *, params: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> ChatClientRequestSpec:
+        """Set the system text (replaces); params and metadata merge."""
+        self._state.set_system(text, params, metadata)
+        return self
+
+    def user(
+        self,
+        text: str | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        media: Sequence[Media] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ChatClientRequestSpec:
+        """Set the user text (replaces); params and metadata merge; media append."""
+        self._state.set_user(text, params, media, metadata)
+        return self
+
+    def messages(self, *messages: Message) -> ChatClientRequestSpec:
+        """Append messages (sent after the system text and before the user text)."""
+        self._state.add_messages(messages)
+        return self
+
+    def advisors(self, *advisors: Advisor, params: Mapping[str, Any] | None = None) -> ChatClientRequestSpec:
+        """Append advisors; ``params`` merge into the request context."""
+        self._state.add_advisors(advisors, params)
+        return self
+
+    def options(self, options: ChatOptions) -> ChatClientRequestSpec:
+        """Replace the options."""
+        self._state.set_options(options)
+        return self
+
+    def tools(self, *tools: Any) -> ChatClientRequestSpec:
+        """Offer tools: ``@tool`` functions, objects with ``@tool`` methods, or ``ToolCallback``s."""
+        self._state.add_tools(tools)
+        return self
+
+    def tool_context(self, context: Mapping[str, Any]) -> ChatClientRequestSpec:
+        """Merge values passed to tools that take a ``ToolContext`` (never sent to the model)."""
+        self._state.add_tool_context(context)
+        return self
+
+    def template_renderer(self, renderer: TemplateRenderer) -> ChatClientRequestSpec:
+        self._state.set_renderer(renderer)
+        return self
+
+    def mutate(self) -> ChatClientBuilder:
+        """A builder whose defaults are this spec's state."""
+        return ChatClientBuilder(self._model, self._state.copy())
+
+    def to_request(self) -> ChatClientRequest:
+        """The request this spec would send (for inspection and tests)."""
+        return _to_request(self._state)[0]
+
+    # -- terminal families ----------------------------------------------------------------------
+
+    def call(self) -> CallResponseSpec:
+        return CallResponseSpec(self._model, *_to_request(self._state))
+
+    def stream(self) -> StreamResponseSpec:
+        return StreamResponseSpec(self._model, *_to_request(self._state))
+
+    def acall(self) -> AsyncCallResponseSpec:
+        return AsyncCallResponseSpec(self._model, *_to_request(self._state))
+
+    def astream(self) -> AsyncStreamResponseSpec:
+        return AsyncStreamResponseSpec(self._model, *_to_request(self._state))
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseEntity(Generic[T]):
+    """A converted entity together with the full response it came from."""
+
+    response: ChatResponse | None
+    entity: T | None
+
+
+def _content(cr: ChatClientResponse) -> str | None:
+    r = cr.chat_response
+    if r is None or r.result is None:
+        return None
+    return r.result.output.text
+
+
+def _converter(target: Any) -> StructuredOutputConverter[Any]:
+    if target is None:
+        raise ValueError("type cannot be None")
+    from chatclient.converters import converter_for
+
+    return converter_for(target)
+
+
+def structured_output_context(converter: StructuredOutputConverter[Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """Context entries that ask the terminal advisor for this converter's format."""
+    extra: dict[str, Any] = {}
+    fmt = converter.format
+    if fmt:
+        extra[ContextKeys.OUTPUT_FORMAT] = fmt
+    schema = getattr(converter, "json_schema", None)
+    if schema:
+        extra[ContextKeys.OUTPUT_SCHEMA] = schema
+    return extra
+
+
+class _ResponseSpecBase:
+    __slots__ = ("_model", "_request", "_advisors", "_result", "_format")
+
+    def __init__(self, model: ChatModel, request: ChatClientRequest, advisors: list[Advisor]) -> None:
+        self._model = model
+        self._request = request
+        self._advisors = advisors
+        self._result: Any = None
+        self._format: str | None = None
+
+    @property
+    def request(self) -> ChatClientRequest:
+        return self._request
+
+    def _chain(self, mode: Mode) -> AdvisorChain:
+        return build_chain(self._advisors, ChatModelAdvisor(self._model), mode)
+
+    def _request_for(self, converter: StructuredOutputConverter[Any] | None) -> ChatClientRequest:
+        """The request to run, checking that a cached result can serve this terminal method."""
+        fmt = converter.format if converter is not None else None
+        if self._result is not None:
+            if fmt is not None and fmt != self._format:
+                raise ChatClientError(
+                    "This response spec already ran without these output-format instructions; the model is not called "
+                    "twice. Call entity()/response_entity() first, or start a new request with prompt()."
+                )
+            return self._request
+        self._format = fmt
+        if converter is None:
+            return self._request
+        return self._request.mutate(context=structured_output_context(converter, self._request.context))
+
+
+class CallResponseSpec(_ResponseSpecBase):
+    """Terminal methods of a blocking call; the chain runs once and later methods reuse the result."""
+
+    __slots__ = ()
+
+    def _run(self, converter: StructuredOutputConverter[Any] | None = None) -> ChatClientResponse:
+        request = self._request_for(converter)
+        if self._result is None:
+            self._result = self._chain("call").next_call(request)
+        return self._result  # type: ignore[no-any-return]
+
+    def chat_client_response(self) -> ChatClientResponse:
+        return self._run()
+
+    def chat_response(self) -> ChatResponse | None:
+        return self._run().chat_response
+
+    def content(self) -> str | None:
+        return _content(self._run())
+
+    def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> T | None:
+        """Convert the answer to ``target`` (format instructions are sent to the model)."""
+        converter = _converter(target)
+        text = _content(self._run(converter))
+        return None if text is None else converter.convert(text)
+
+    def response_entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> ResponseEntity[T]:
+        converter = _converter(target)
+        cr = self._run(converter)
+        text = _content(cr)
+        return ResponseEntity(cr.chat_response, None if text is None else converter.convert(text))
+
+
+class AsyncCallResponseSpec(_ResponseSpecBase):
+    """Async twin of ``CallResponseSpec``: every terminal method is a coroutine."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, model: ChatModel, request: ChatClientRequest, advisors: list[Advisor]) -> None:
+        super().__init__(model, request, advisors)
+        self._lock: asyncio.Lock | None = None
+
+    async def _run(self, converter: StructuredOutputConverter[Any] | None = None) -> ChatClientResponse:
+        request = self._request_for(converter)
+        if self._result is None:
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                if self._result is None:
+                    self._result = await self._chain("acall").next_acall(request)
+        return self._result  # type: ignore[no-any-return]
+
+    async def chat_client_response(self) -> ChatClientResponse:
+        return await self._run()
+
+    async def chat_response(self) -> ChatResponse | None:
+        return (await self._run()).chat_response
+
+    async def content(self) -> str | None:
+        return _content(await self._run())
+
+    async def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> T | None:
+        converter = _converter(target)
+        text = _content(await self._run(converter))
+        return None if text is None else converter.convert(text)
+
+    async def response_entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> ResponseEntity[T]:
+        converter = _converter(target)
+        cr = await self._run(converter)
+        text = _content(cr)
+        return ResponseEntity(cr.chat_response, None if text is None else converter.convert(text))
+
+
+def _consumed_error() -> ChatClientError:
+    return ChatClientError(
+        "This stream was already consumed; a stream runs the model once. Start a new request with prompt()."
+    )
+
+
+class StreamResponseSpec(_ResponseSpecBase):
+    """Terminal methods of a blocking stream; the stream can be consumed once."""
+
+    __slots__ = ()
+
+    def _open(self, converter: StructuredOutputConverter[Any] | None = None) -> Iterator[ChatClientResponse]:
+        if self._result is not None:
+            raise _consumed_error()
+        request = self._request_for(converter)
+        self._result = True
+        return self._chain("stream").next_stream(request)
+
+    def chat_client_response(self) -> Iterator[ChatClientResponse]:
+        return self._open()
+
+    def chat_response(self) -> Iterator[ChatResponse]:
+        return (cr.chat_response for cr in self._open() if cr.chat_response is not None)
+
+    def content(self) -> Iterator[str]:
+        """The text deltas, empty ones skipped."""
+        for cr in self._open():
+            text = _content(cr)
+            if text:
+                yield text
+
+    def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> Iterator[T]:
+        """Successively more complete partial entities as JSON arrives, then the final validated one."""
+        from chatclient.converters import stream_entities
+
+        converter = _converter(target)
+        return stream_entities(converter, (_content(cr) for cr in self._open(converter)))
+
+
+class AsyncStreamResponseSpec(_ResponseSpecBase):
+    """Async twin of ``StreamResponseSpec``: every terminal method is an async iterator."""
+
+    __slots__ = ()
+
+    def _open(self, converter: StructuredOutputConverter[Any] | None = None) -> AsyncIterator[ChatClientResponse]:
+        if self._result is not None:
+            raise _consumed_error()
+        request = self._request_for(converter)
+        self._result = True
+        return self._chain("astream").next_astream(request)
+
+    def chat_client_response(self) -> AsyncIterator[ChatClientResponse]:
+        return self._open()
+
+    async def chat_response(self) -> AsyncIterator[ChatResponse]:
+        async for cr in self._open():
+            if cr.chat_response is not None:
+                yield cr.chat_response
+
+    async def content(self) -> AsyncIterator[str]:
+        async for cr in self._open():
+            text = _content(cr)
+            if text:
+                yield text
+
+    def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> AsyncIterator[T]:
+        from chatclient.converters import astream_entities
+
+        converter = _converter(target)
+
+        async def texts() -> AsyncIterator[str | None]:
+            async for cr in self._open(converter):
+                yield _content(cr)
+
+        return astream_entities(converter, texts())
+
+
+__all__ = [
+    "AsyncCallResponseSpec",
+    "AsyncStreamResponseSpec",
+    "CallResponseSpec",
+    "ChatClient",
+    "ChatClientBuilder",
+    "ChatClientRequestSpec",
+    "ResponseEntity",
+    "StreamResponseSpec",
+]
