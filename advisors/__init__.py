@@ -1,6 +1,6 @@
 """Built-in advisors. Each lives in its own module and is imported on first use.
 
-    from advisors import SimpleLoggerAdvisor, ReReadingAdvisor, SafeGuardAdvisor
+from advisors import SimpleLoggerAdvisor, ReReadingAdvisor, SafeGuardAdvisor
 """
 
 from __future__ import annotations

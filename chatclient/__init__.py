@@ -1,8 +1,8 @@
 """chatclient: a fluent client for language models with an ordered chain of advisors.
 
-    from chatclient import ChatClient
-    client = ChatClient.builder(model).default_system("Be brief.").build()
-    print(client.prompt("Hello").call().content())
+from chatclient import ChatClient
+client = ChatClient.builder(model).default_system("Be brief.").build()
+print(client.prompt("Hello").call().content())
 """
 
 from chatclient.advisor import (

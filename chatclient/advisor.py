@@ -14,7 +14,7 @@ the chain after themselves).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from chatclient.errors import AdvisorChainError
 from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
@@ -250,7 +250,9 @@ class ChatModelAdvisor(BaseAdvisor):
             return request.mutate(prompt=prompt), "instructions"
         return request, None
 
-    def _respond(self, request: ChatClientRequest, response: ChatResponse | None, mode: str | None) -> ChatClientResponse:
+    def _respond(
+        self, request: ChatClientRequest, response: ChatResponse | None, mode: str | None
+    ) -> ChatClientResponse:
         if mode is not None and response is not None:
             response = response.with_metadata(structured_output_mode=mode)
         return ChatClientResponse(response, request.context)

@@ -9,7 +9,6 @@ of a response spec runs, and a response spec runs the advisor chain at most once
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -23,6 +22,8 @@ from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKey
 from chatclient.templates import TemplateRenderer, default_renderer
 
 if TYPE_CHECKING:
+    import asyncio
+
     from chatclient.converters import StructuredOutputConverter
     from chatclient.models.base import ChatModel, ChatResponse
 
@@ -98,7 +99,9 @@ class _RequestState:
 
     # setters shared by the builder and the request spec
 
-    def set_system(self, text: str | None, params: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None) -> None:
+    def set_system(
+        self, text: str | None, params: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None
+    ) -> None:
         if text is not None:
             self.system_text = _check_text(text)
         elif params is None and metadata is None:
@@ -213,7 +216,7 @@ class ChatClient:
     'Hello!'
     """
 
-    __slots__ = ("_model", "_defaults")
+    __slots__ = ("_defaults", "_model")
 
     def __init__(self, model: ChatModel, defaults: _RequestState | None = None) -> None:
         if model is None:
@@ -271,7 +274,11 @@ class ChatClientBuilder:
         self._state = state or _RequestState()
 
     def default_system(
-        self, text: str | None = None, *, params: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None
+        self,
+        text: str | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> ChatClientBuilder:
         self._state.set_system(text, params, metadata)
         return self
@@ -328,7 +335,11 @@ class ChatClientRequestSpec:
         self._state = state
 
     def system(
-        self, text: str | None = None, *, params: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None
+        self,
+        text: str | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> ChatClientRequestSpec:
         """Set the system text (replaces); params and metadata merge."""
         self._state.set_system(text, params, metadata)
@@ -434,7 +445,7 @@ def structured_output_context(converter: StructuredOutputConverter[Any], context
 
 
 class _ResponseSpecBase:
-    __slots__ = ("_model", "_request", "_advisors", "_result", "_format")
+    __slots__ = ("_advisors", "_format", "_model", "_request", "_result")
 
     def __init__(self, model: ChatModel, request: ChatClientRequest, advisors: list[Advisor]) -> None:
         self._model = model
@@ -512,6 +523,8 @@ class AsyncCallResponseSpec(_ResponseSpecBase):
         request = self._request_for(converter)
         if self._result is None:
             if self._lock is None:
+                import asyncio
+
                 self._lock = asyncio.Lock()
             async with self._lock:
                 if self._result is None:

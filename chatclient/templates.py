@@ -108,9 +108,7 @@ class JinjaTemplateRenderer:
         missing = sorted(n for n in names if n not in variables)
         if missing:
             raise TemplateError(
-                "Not all variables were given to the template. Missing variable names are: "
-                + ", ".join(missing)
-                + ".",
+                "Not all variables were given to the template. Missing variable names are: " + ", ".join(missing) + ".",
                 missing,
             )
         from jinja2 import TemplateError as JinjaError

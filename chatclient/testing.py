@@ -1,9 +1,9 @@
 """Test doubles for code that uses chatclient: scripted and function-backed chat models.
 
-    model = ScriptedChatModel(["Hello!", ["Str", "eam", "ed"], ValueError("boom")])
-    client = ChatClient.create(model)
-    assert client.prompt("hi").call().content() == "Hello!"
-    assert model.prompts[0].user_message.text == "hi"
+model = ScriptedChatModel(["Hello!", ["Str", "eam", "ed"], ValueError("boom")])
+client = ChatClient.create(model)
+assert client.prompt("hi").call().content() == "Hello!"
+assert model.prompts[0].user_message.text == "hi"
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 from chatclient.advisor import BaseAdvisor
 from chatclient.errors import ChatClientError
@@ -30,7 +30,7 @@ from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 from chatclient.request import ChatClientRequest, ChatClientResponse
 
-ScriptEntry = Union[str, AssistantMessage, ChatResponse, BaseException, list[str]]
+ScriptEntry: TypeAlias = str | AssistantMessage | ChatResponse | BaseException | list[str]
 
 
 class ScriptExhaustedError(ChatClientError):
@@ -49,7 +49,9 @@ def _usage(prompt: Prompt, text: str | None) -> Usage:
     return Usage(_count_tokens(prompt.contents), _count_tokens(text))
 
 
-def response_for(prompt: Prompt, value: str | AssistantMessage | ChatResponse, model: str | None = None) -> ChatResponse:
+def response_for(
+    prompt: Prompt, value: str | AssistantMessage | ChatResponse, model: str | None = None
+) -> ChatResponse:
     """A complete response (finish reason and usage set) for a scripted value."""
     if isinstance(value, ChatResponse):
         return value

@@ -7,7 +7,6 @@ sync in a worker thread, sync from async on a private event loop.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -151,6 +150,8 @@ def _overrides(obj: object, name: str) -> bool:
 
 def run_sync(coro: Any) -> Any:
     """Run a coroutine to completion from sync code, even when an event loop is already running here."""
+    import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -160,7 +161,7 @@ def run_sync(coro: Any) -> Any:
     def runner() -> None:
         try:
             box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as exc:
             box["error"] = exc
 
     t = threading.Thread(target=runner, name="chatclient-run-sync")
@@ -188,7 +189,9 @@ class BaseChatModel:
         raise NotImplementedError(f"{type(self).__name__} implements neither call() nor acall()")
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
-        if _overrides(self, "call"):
+        import asyncio
+
+        if _overrides(self, "call") or _overrides(self, "stream"):
             return await asyncio.to_thread(self.call, prompt)
         if _overrides(self, "astream"):
             return await aaggregate(self.astream(prompt))
@@ -200,6 +203,8 @@ class BaseChatModel:
 
     async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         if _overrides(self, "stream") and not _overrides(self, "acall"):
+            import asyncio
+
             iterator = iter(self.stream(prompt))
             done = object()
             while True:
@@ -221,7 +226,7 @@ class ResponseAggregator:
     reason and metadata are kept.
     """
 
-    __slots__ = ("_text", "_calls", "_finish", "_gen_extra", "_id", "_model", "_usage", "_extra", "_seen_text")
+    __slots__ = ("_calls", "_extra", "_finish", "_gen_extra", "_id", "_model", "_seen_text", "_text", "_usage")
 
     def __init__(self) -> None:
         self._text: list[str] = []
