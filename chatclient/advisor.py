@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from chatclient import observation
 from chatclient.errors import AdvisorChainError
 from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
 
@@ -154,19 +155,43 @@ class AdvisorChain:
 
     def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
         advisor, rest = self._next()
-        return advisor.advise_call(request, rest)  # type: ignore[no-any-return]
+        if observation._observer is None:
+            return advisor.advise_call(request, rest)  # type: ignore[no-any-return]
+        obs = observation._observer.start_advisor(advisor, "call")
+        try:
+            response = advisor.advise_call(request, rest)
+        except BaseException as exc:
+            obs.finish(error=exc)
+            raise
+        obs.finish(response)
+        return response  # type: ignore[no-any-return]
 
     def next_stream(self, request: ChatClientRequest) -> Iterator[ChatClientResponse]:
         advisor, rest = self._next()
-        return advisor.advise_stream(request, rest)  # type: ignore[no-any-return]
+        if observation._observer is None:
+            return advisor.advise_stream(request, rest)  # type: ignore[no-any-return]
+        obs = observation._observer.start_advisor(advisor, "stream")
+        return observation.observe_iterator(obs, advisor.advise_stream(request, rest))
 
     async def next_acall(self, request: ChatClientRequest) -> ChatClientResponse:
         advisor, rest = self._next()
-        return await advisor.advise_acall(request, rest)  # type: ignore[no-any-return]
+        if observation._observer is None:
+            return await advisor.advise_acall(request, rest)  # type: ignore[no-any-return]
+        obs = observation._observer.start_advisor(advisor, "acall")
+        try:
+            response = await advisor.advise_acall(request, rest)
+        except BaseException as exc:
+            obs.finish(error=exc)
+            raise
+        obs.finish(response)
+        return response  # type: ignore[no-any-return]
 
     def next_astream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
         advisor, rest = self._next()
-        return advisor.advise_astream(request, rest)  # type: ignore[no-any-return]
+        if observation._observer is None:
+            return advisor.advise_astream(request, rest)  # type: ignore[no-any-return]
+        obs = observation._observer.start_advisor(advisor, "astream")
+        return observation.observe_async_iterator(obs, advisor.advise_astream(request, rest))
 
     def copy(self, after: Advisor) -> AdvisorChain:
         """A new chain holding only the advisors after ``after`` (used by recursive advisors)."""
@@ -238,7 +263,7 @@ class ChatModelAdvisor(BaseAdvisor):
             return request, None
         fmt = ctx.get(ContextKeys.OUTPUT_FORMAT)
         schema = ctx.get(ContextKeys.OUTPUT_SCHEMA)
-        if ctx.get(ContextKeys.NATIVE_STRUCTURED_OUTPUT) and schema and _supports_native(self.model):
+        if ctx.get(ContextKeys.NATIVE_STRUCTURED_OUTPUT) and schema and _supports_native(self.model, schema):
             from chatclient.options import ChatOptions
 
             options = (request.prompt.options or ChatOptions()).merge(ChatOptions(output_schema=schema))
@@ -278,6 +303,10 @@ class ChatModelAdvisor(BaseAdvisor):
             yield self._respond(request, chunk, mode if chunk.has_finish_reason() else None)
 
 
-def _supports_native(model: Any) -> bool:
+def _supports_native(model: Any, schema: Any = None) -> bool:
     caps = getattr(model, "capabilities", None)
-    return bool(getattr(caps, "native_structured_output", False))
+    if not getattr(caps, "native_structured_output", False):
+        return False
+    # Native modes (OpenAI's strict json_schema among them) want an object at the root; a list or
+    # scalar target keeps the prompt instructions instead of failing at the provider.
+    return schema is None or (hasattr(schema, "get") and schema.get("type") == "object")

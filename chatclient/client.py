@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from chatclient import observation
 from chatclient.advisor import Advisor, AdvisorChain, ChatModelAdvisor, Mode, build_chain
 from chatclient.errors import ChatClientError
 from chatclient.messages import MESSAGE_CLASSES, Media, Message, SystemMessage, UserMessage
@@ -485,7 +486,17 @@ class CallResponseSpec(_ResponseSpecBase):
     def _run(self, converter: StructuredOutputConverter[Any] | None = None) -> ChatClientResponse:
         request = self._request_for(converter)
         if self._result is None:
-            self._result = self._chain("call").next_call(request)
+            chain = self._chain("call")
+            if observation._observer is None:
+                self._result = chain.next_call(request)
+            else:
+                obs = observation._observer.start_call("call", request, self._model)
+                try:
+                    self._result = chain.next_call(request)
+                except BaseException as exc:
+                    obs.finish(error=exc)
+                    raise
+                obs.finish(self._result)
         return self._result  # type: ignore[no-any-return]
 
     def chat_client_response(self) -> ChatClientResponse:
@@ -528,7 +539,17 @@ class AsyncCallResponseSpec(_ResponseSpecBase):
                 self._lock = asyncio.Lock()
             async with self._lock:
                 if self._result is None:
-                    self._result = await self._chain("acall").next_acall(request)
+                    chain = self._chain("acall")
+                    if observation._observer is None:
+                        self._result = await chain.next_acall(request)
+                    else:
+                        obs = observation._observer.start_call("acall", request, self._model)
+                        try:
+                            self._result = await chain.next_acall(request)
+                        except BaseException as exc:
+                            obs.finish(error=exc)
+                            raise
+                        obs.finish(self._result)
         return self._result  # type: ignore[no-any-return]
 
     async def chat_client_response(self) -> ChatClientResponse:
@@ -568,7 +589,11 @@ class StreamResponseSpec(_ResponseSpecBase):
             raise _consumed_error()
         request = self._request_for(converter)
         self._result = True
-        return self._chain("stream").next_stream(request)
+        chain = self._chain("stream")
+        if observation._observer is None:
+            return chain.next_stream(request)
+        obs = observation._observer.start_call("stream", request, self._model)
+        return observation.observe_iterator(obs, chain.next_stream(request))
 
     def chat_client_response(self) -> Iterator[ChatClientResponse]:
         return self._open()
@@ -601,7 +626,11 @@ class AsyncStreamResponseSpec(_ResponseSpecBase):
             raise _consumed_error()
         request = self._request_for(converter)
         self._result = True
-        return self._chain("astream").next_astream(request)
+        chain = self._chain("astream")
+        if observation._observer is None:
+            return chain.next_astream(request)
+        obs = observation._observer.start_call("astream", request, self._model)
+        return observation.observe_async_iterator(obs, chain.next_astream(request))
 
     def chat_client_response(self) -> AsyncIterator[ChatClientResponse]:
         return self._open()

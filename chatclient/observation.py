@@ -1,0 +1,67 @@
+"""Observation hooks: where tracing and metrics plug in.
+
+chatclient reports four kinds of work to an installed ``Observer``: a client call (one per terminal
+method), each advisor invocation, each tool execution and each HTTP attempt. With no observer
+installed (the default) every hook is a single ``None`` check, so the hooks cost nothing measurable.
+``chatclient.observability.otel`` provides an OpenTelemetry observer (extra ``otel``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Protocol
+
+
+class Observation(Protocol):
+    """One unit of observed work; ``finish`` is called exactly once."""
+
+    def finish(self, result: Any = None, error: BaseException | None = None) -> None: ...
+
+
+class Observer(Protocol):
+    """Receives the start of each unit of work and returns its Observation."""
+
+    def start_call(self, mode: str, request: Any, model: Any) -> Observation: ...
+
+    def start_advisor(self, advisor: Any, mode: str) -> Observation: ...
+
+    def start_tool(self, name: str, call_id: str, arguments: str) -> Observation: ...
+
+    def start_http_attempt(self, provider: str, method: str, url: str, attempt: int) -> Observation: ...
+
+
+_observer: Observer | None = None
+
+
+def set_observer(observer: Observer | None) -> Observer | None:
+    """Install ``observer`` process-wide (``None`` uninstalls); returns the previous one."""
+    global _observer
+    previous, _observer = _observer, observer
+    return previous
+
+
+def get_observer() -> Observer | None:
+    return _observer
+
+
+def observe_iterator(observation: Observation, iterator: Iterator[Any]) -> Iterator[Any]:
+    """Pass ``iterator`` through, finishing ``observation`` with the last item (or the error)."""
+    last = None
+    try:
+        for last in iterator:
+            yield last
+    except BaseException as exc:
+        observation.finish(error=exc)
+        raise
+    observation.finish(last)
+
+
+async def observe_async_iterator(observation: Observation, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    last = None
+    try:
+        async for last in iterator:
+            yield last
+    except BaseException as exc:
+        observation.finish(error=exc)
+        raise
+    observation.finish(last)
