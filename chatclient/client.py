@@ -46,7 +46,7 @@ def _check_mapping(mapping: Mapping[str, Any] | None, what: str) -> dict[str, An
     if not isinstance(mapping, Mapping):
         raise TypeError(f"{what} must be a mapping")
     for k, v in mapping.items():
-        if k is None or not isinstance(k, str) or not k:
+        if k is None or not isinstance(k, str) or not k.strip():
             raise ValueError(f"{what} keys cannot be None or empty")
         if v is None:
             raise ValueError(f"{what} values cannot be None (key {k!r})")
@@ -137,7 +137,7 @@ class _RequestState:
             if not isinstance(params, Mapping):
                 raise TypeError("params must be a mapping")
             for k in params:
-                if k is None or not isinstance(k, str) or not k:
+                if k is None or not isinstance(k, str) or not k.strip():
                     raise ValueError("params keys cannot be None or empty")
             self.advisor_params.update(params)
 
