@@ -213,13 +213,26 @@ def build_chain(advisors: Sequence[Advisor], terminal: Advisor, mode: Mode) -> A
     for a in ordered:
         if a is None:
             raise ValueError("advisors cannot contain None")
-        if not callable(getattr(a, method, None)) or _is_unimplemented(a, method):
+        if not _serves(a, method):
             raise AdvisorChainError(
                 f"Advisor {getattr(a, 'name', type(a).__name__)!r} does not support {mode}(): "
                 f"it has no {method}(). Implement it (or extend BaseAdvisor), or remove the advisor from this request."
             )
     ordered.append(terminal)
     return AdvisorChain(tuple(ordered))
+
+
+# (advisor class, method) -> whether the class serves that mode; classes do not change at run time.
+_SERVES: dict[tuple[type, str], bool] = {}
+
+
+def _serves(advisor: Advisor, method: str) -> bool:
+    key = (type(advisor), method)
+    known = _SERVES.get(key)
+    if known is None:
+        known = callable(getattr(advisor, method, None)) and not _is_unimplemented(advisor, method)
+        _SERVES[key] = known
+    return known
 
 
 def _order_of(a: Advisor) -> int:
