@@ -1,0 +1,56 @@
+"""Tools: let models call Python functions.
+
+    from chatclient.tools import tool, ToolContext
+
+    @tool
+    def get_weather(city: str, ctx: ToolContext) -> dict:
+        '''Current weather of a city.
+
+        Args:
+            city: City name, e.g. "Paris".
+        '''
+        return {"city": city, "temp_c": 18, "tenant": ctx["tenant"]}
+
+    client.prompt("Weather in Paris?").tools(get_weather).tool_context({"tenant": "acme"}).call().content()
+
+The client adds a ``ToolCallAdvisor`` (the tool loop) to any request that has tools. For manual
+control, run ``ToolCallingManager().execute(prompt, response, request.context)`` yourself.
+"""
+
+from __future__ import annotations
+
+from chatclient.prompt import ToolDefinition
+from chatclient.tools.advisor import ToolCallAdvisor
+from chatclient.tools.callback import (
+    FunctionToolCallback,
+    ToolArgumentsError,
+    ToolCallback,
+    ToolResultConversionError,
+)
+from chatclient.tools.context import ToolContext
+from chatclient.tools.decorator import ToolSpec, callbacks_from_object, resolve_tools, tool
+from chatclient.tools.docstrings import ParsedDocstring, parse_docstring
+from chatclient.tools.manager import RETURN_DIRECT, ToolCallingManager, ToolExecutionResult
+from chatclient.tools.results import DONE, ToolResultConverter, default_result_converter
+
+__all__ = [
+    "DONE",
+    "RETURN_DIRECT",
+    "FunctionToolCallback",
+    "ParsedDocstring",
+    "ToolArgumentsError",
+    "ToolCallAdvisor",
+    "ToolCallback",
+    "ToolCallingManager",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolExecutionResult",
+    "ToolResultConversionError",
+    "ToolResultConverter",
+    "ToolSpec",
+    "callbacks_from_object",
+    "default_result_converter",
+    "parse_docstring",
+    "resolve_tools",
+    "tool",
+]

@@ -1,0 +1,196 @@
+"""Tool callbacks: what the tool-calling machinery actually invokes."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from chatclient.errors import ToolExecutionError
+from chatclient.prompt import ToolDefinition
+from chatclient.tools.context import ToolContext
+from chatclient.tools.results import ToolResultConverter, default_result_converter
+from chatclient.tools.schema import ArgumentsError, SignatureInput, TypeInput, describe
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ToolArgumentsError(ToolExecutionError):
+    """The model's arguments for a tool were not valid JSON or did not match its schema."""
+
+
+class ToolResultConversionError(ToolExecutionError):
+    """A tool's return value could not be converted to text (a bug in the tool, not the model's fault)."""
+
+
+@runtime_checkable
+class ToolCallback(Protocol):
+    """A tool the model may call: its definition, whether its result goes straight to the caller, and how to run it.
+
+    Implement ``call`` (and ``acall`` for native async); ``arguments`` is the model's raw JSON text.
+    Raise ``ToolExecutionError`` for failures the model should hear about.
+    """
+
+    @property
+    def definition(self) -> ToolDefinition: ...
+
+    @property
+    def return_direct(self) -> bool: ...
+
+    def call(self, arguments: str, context: ToolContext | None = None) -> str: ...
+
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+        """Default for explicit subclasses: run ``call`` in a worker thread."""
+        return await asyncio.to_thread(self.call, arguments, context)
+
+
+def check_tool_name(name: Any) -> str:
+    """Tool names go to provider APIs, which accept 1-64 letters, digits, ``_`` and ``-``."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
+    return name
+
+
+def as_tool_context(context: ToolContext | Mapping[str, Any] | None) -> ToolContext:
+    if isinstance(context, ToolContext):
+        return context
+    return ToolContext(context or {})
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _takes_two(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+class FunctionToolCallback:
+    """A tool backed by a Python callable (sync or ``async``).
+
+    Without ``input_type`` the input schema comes from the callable's signature. With
+    ``input_type`` (a pydantic model or dataclass) the callable receives one instance built from
+    the arguments, plus the ``ToolContext`` as a second argument if it takes two.
+
+    >>> cb = FunctionToolCallback(lambda a, b: a + b, name="add", description="Add two numbers")
+    >>> cb.call('{"a": 2, "b": 3}')
+    '5'
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_type: Any = None,
+        return_direct: bool = False,
+        result_converter: ToolResultConverter | Callable[[Any], str] | None = None,
+        _binder: SignatureInput | TypeInput | None = None,
+    ) -> None:
+        if fn is None or not callable(fn):
+            raise TypeError(f"a tool needs a callable, got {fn!r}")
+        tool_name = check_tool_name(name if name is not None else getattr(fn, "__name__", None))
+        self._fn = fn
+        self._async = _is_async(fn)
+        if _binder is not None:
+            self._binder: SignatureInput | TypeInput = _binder
+        elif input_type is not None:
+            self._binder = TypeInput(input_type, tool_name, pass_context=_takes_two(fn))
+        else:
+            self._binder = SignatureInput(fn, tool_name)
+        self._definition = ToolDefinition(tool_name, describe(fn, description, tool_name), self._binder.json_schema)
+        self._return_direct = bool(return_direct)
+        self._convert = result_converter or default_result_converter
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    @property
+    def name(self) -> str:
+        return self._definition.name
+
+    @property
+    def return_direct(self) -> bool:
+        return self._return_direct
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The wrapped callable."""
+        return self._fn
+
+    def _bind(self, arguments: str | None, context: ToolContext | Mapping[str, Any] | None) -> Any:
+        try:
+            return self._binder.bind(arguments, as_tool_context(context))
+        except ArgumentsError as exc:
+            raise ToolArgumentsError(f"tool {self.name!r}: {exc}", self.name) from exc
+
+    def _failed(self, exc: Exception) -> ToolExecutionError:
+        detail = str(exc) or "(no message)"
+        return ToolExecutionError(f"tool {self.name!r} failed: {type(exc).__name__}: {detail}", self.name)
+
+    def _to_text(self, result: Any) -> str:
+        try:
+            text = self._convert(result)
+        except Exception as exc:
+            raise ToolResultConversionError(
+                f"tool {self.name!r} returned a {type(result).__name__} that cannot be converted to text: {exc}. "
+                "Return str, None, a dict/list, a dataclass or a pydantic model, or give the tool a result_converter.",
+                self.name,
+            ) from exc
+        if not isinstance(text, str):
+            raise ToolResultConversionError(
+                f"tool {self.name!r}: the result converter returned {type(text).__name__}, not str", self.name
+            )
+        return text
+
+    def call(self, arguments: str, context: ToolContext | Mapping[str, Any] | None = None) -> str:
+        """Validate ``arguments``, run the tool (async tools on a private loop) and convert the result."""
+        from chatclient.models.base import run_sync
+
+        args, kwargs = self._bind(arguments, context)
+        try:
+            result = self._fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = run_sync(_await(result))
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._to_text(result)
+
+    async def acall(self, arguments: str, context: ToolContext | Mapping[str, Any] | None = None) -> str:
+        """Async twin of ``call``; sync tools run in a worker thread so they never block the loop."""
+        args, kwargs = self._bind(arguments, context)
+        try:
+            if self._async:
+                result = await self._fn(*args, **kwargs)
+            else:
+                result = await asyncio.to_thread(self._fn, *args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._to_text(result)
+
+    def __repr__(self) -> str:
+        return f"FunctionToolCallback(name={self.name!r}, return_direct={self._return_direct})"
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def is_tool_callback(obj: Any) -> bool:
+    """Duck-typed check: a definition with a name, and a ``call`` method."""
+    definition = getattr(obj, "definition", None)
+    return isinstance(getattr(definition, "name", None), str) and callable(getattr(obj, "call", None))

@@ -1,0 +1,50 @@
+"""``ToolContext``: values the application hands to tools, never shown to the model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from chatclient.messages import Message
+
+
+class ToolContext(Mapping[str, Any]):
+    """A read-only mapping of application values (tenant id, user, session...) passed to tools.
+
+    Declare a parameter annotated ``ToolContext`` on a tool to receive it; such parameters are left
+    out of the input schema, so the model never sees nor fills them. ``tool_call_history`` holds
+    the conversation up to and including the assistant message that asked for the call.
+
+    >>> ctx = ToolContext({"tenant": "acme"})
+    >>> ctx["tenant"], ctx.get("missing")
+    ('acme', None)
+    """
+
+    __slots__ = ("_data", "_history")
+
+    def __init__(self, context: Mapping[str, Any] | None = None, tool_call_history: tuple[Message, ...] = ()) -> None:
+        self._data: Mapping[str, Any] = MappingProxyType(dict(context or {}))
+        self._history = tuple(tool_call_history)
+
+    @property
+    def context(self) -> Mapping[str, Any]:
+        """The values as a read-only mapping (Spring's ``getContext()``)."""
+        return self._data
+
+    @property
+    def tool_call_history(self) -> tuple[Message, ...]:
+        """Messages sent to the model so far, plus the assistant message holding the tool calls."""
+        return self._history
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"ToolContext({dict(self._data)!r})"

@@ -1,0 +1,256 @@
+"""``ToolCallingManager``: runs the tool calls of one model turn and builds the follow-up history."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from chatclient.errors import ToolExecutionError, UnknownToolError
+from chatclient.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
+from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
+from chatclient.prompt import Prompt
+from chatclient.request import ChatClientRequest, ContextKeys
+from chatclient.tools.callback import ToolCallback, ToolResultConversionError
+from chatclient.tools.context import ToolContext
+from chatclient.tools.decorator import resolve_tools
+
+RETURN_DIRECT = "return_direct"
+"""Finish reason of a response built from return-direct tool results."""
+
+DEFAULT_MAX_CONCURRENCY = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionResult:
+    """The conversation to send next (prompt messages + assistant tool calls + tool responses).
+
+    ``return_direct`` is true when every tool of the turn is direct and none failed: the caller
+    should answer with the tool results instead of asking the model again.
+    """
+
+    conversation_history: tuple[Message, ...]
+    return_direct: bool = False
+
+    @property
+    def assistant_message(self) -> AssistantMessage:
+        """The model's message that asked for the tool calls."""
+        message = self.conversation_history[-2]
+        assert isinstance(message, AssistantMessage)
+        return message
+
+    @property
+    def tool_response_message(self) -> ToolResponseMessage:
+        """The tool responses, in the model's order."""
+        message = self.conversation_history[-1]
+        assert isinstance(message, ToolResponseMessage)
+        return message
+
+    def to_chat_response(self, source: ChatResponse | None = None) -> ChatResponse:
+        """A response answering with the tool results: one generation per tool response.
+
+        Each generation's text is the tool's result, its finish reason ``"return_direct"`` and its
+        metadata ``tool_id``/``tool_name``. ``source``'s id and model are kept.
+        """
+        generations = tuple(
+            Generation(
+                AssistantMessage(r.response_data),
+                GenerationMetadata(RETURN_DIRECT, {"tool_id": r.id, "tool_name": r.name}),
+            )
+            for r in self.tool_response_message.responses
+        )
+        md = source.metadata if source is not None else ChatResponseMetadata()
+        return ChatResponse(generations, md)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    assistant: AssistantMessage
+    calls: tuple[tuple[ToolCall, ToolCallback | None], ...]
+    context: ToolContext
+    available: tuple[str, ...]
+    history: tuple[Message, ...]
+
+
+class ToolCallingManager:
+    """Executes a model turn's tool calls: validates arguments, runs the tools, collects responses.
+
+    Calls of one turn run concurrently (threads for sync tools in ``execute``; ``asyncio.gather``
+    in ``aexecute``), at most ``max_concurrency`` at once, and their responses keep the model's
+    order. A tool failure or invalid arguments become an error response the model can react to,
+    unless ``raise_on_tool_error``; an unknown tool name becomes an error response listing the
+    available tools, unless ``raise_on_unknown_tool``. A result that cannot be converted to text is
+    a bug in the tool and always raises ``ToolResultConversionError``.
+    """
+
+    def __init__(
+        self,
+        raise_on_tool_error: bool = False,
+        raise_on_unknown_tool: bool = False,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> None:
+        if not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError("max_concurrency must be an integer >= 1")
+        self.raise_on_tool_error = raise_on_tool_error
+        self.raise_on_unknown_tool = raise_on_unknown_tool
+        self.max_concurrency = max_concurrency
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolCallingManager(raise_on_tool_error={self.raise_on_tool_error}, "
+            f"raise_on_unknown_tool={self.raise_on_unknown_tool}, max_concurrency={self.max_concurrency})"
+        )
+
+    # -- planning ---------------------------------------------------------------------------------
+
+    def _plan(self, prompt: Prompt, chat_response: ChatResponse, context: Any, tools: Iterable[Any] | None) -> _Plan:
+        if prompt is None or chat_response is None:
+            raise ValueError("prompt and chat_response are required")
+        callbacks, values = _split_context(context)
+        if tools is not None:
+            callbacks = tuple(resolve_tools(tools))
+        if callbacks is None:
+            raise ValueError(
+                "no tools to run: pass tools=[...], or the request context (ChatClientRequest.context) that holds them"
+            )
+        generation = next((g for g in chat_response.generations if g.output.tool_calls), None)
+        if generation is None:
+            raise ValueError("the chat response has no tool calls to execute (check has_tool_calls() first)")
+        assistant = generation.output
+        by_name = {cb.definition.name: cb for cb in callbacks}
+        available = tuple(by_name)
+        calls = tuple((c, by_name.get(c.name)) for c in assistant.tool_calls)
+        if self.raise_on_unknown_tool:
+            # Checked before anything runs, so no tool has side effects in a turn that fails.
+            for call, cb in calls:
+                if cb is None:
+                    raise UnknownToolError(_unknown_message(call.name, available), call.name)
+        history = (*prompt.messages, assistant)
+        return _Plan(assistant, calls, ToolContext(values, history), available, history)
+
+    def _finish(self, plan: _Plan, responses: Sequence[ToolResponse]) -> ToolExecutionResult:
+        direct = all(cb is not None and cb.return_direct for _, cb in plan.calls) and not any(
+            r.is_error for r in responses
+        )
+        return ToolExecutionResult((*plan.history, ToolResponseMessage(tuple(responses))), direct)
+
+    def _on_error(self, call: ToolCall, exc: Exception) -> ToolResponse:
+        if isinstance(exc, ToolResultConversionError):
+            raise exc
+        error = exc if isinstance(exc, ToolExecutionError) else _wrap(call.name, exc)
+        if self.raise_on_tool_error:
+            if error is exc:
+                raise error
+            raise error from exc
+        return ToolResponse(call.id, call.name, f"Error: {error}", is_error=True)
+
+    # -- sync -------------------------------------------------------------------------------------
+
+    def _run(self, call: ToolCall, cb: ToolCallback | None, plan: _Plan) -> ToolResponse:
+        if cb is None:
+            return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
+        try:
+            data = cb.call(call.arguments, plan.context)
+        except Exception as exc:
+            return self._on_error(call, exc)
+        return ToolResponse(call.id, call.name, _text(cb, data))
+
+    def execute(
+        self,
+        prompt: Prompt,
+        chat_response: ChatResponse,
+        context: ChatClientRequest | Mapping[str, Any] | ToolContext | None = None,
+        *,
+        tools: Iterable[Any] | None = None,
+    ) -> ToolExecutionResult:
+        """Run the tool calls of ``chat_response`` (its first generation with calls).
+
+        ``context`` is the request context (holding the callbacks and tool context the client put
+        there), a ``ChatClientRequest``, or a plain mapping / ``ToolContext`` of tool-context values
+        when ``tools`` gives the tools (``@tool`` functions, objects, callbacks).
+        """
+        plan = self._plan(prompt, chat_response, context, tools)
+        if len(plan.calls) == 1:
+            call, cb = plan.calls[0]
+            return self._finish(plan, [self._run(call, cb, plan)])
+        workers = min(self.max_concurrency, len(plan.calls))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chatclient-tool") as pool:
+            # Each tool runs in a copy of the caller's context vars (request ids, tracing spans...).
+            futures = [
+                pool.submit(contextvars.copy_context().run, self._run, call, cb, plan) for call, cb in plan.calls
+            ]
+            responses = [f.result() for f in futures]
+        return self._finish(plan, responses)
+
+    # -- async ------------------------------------------------------------------------------------
+
+    async def _arun(
+        self, call: ToolCall, cb: ToolCallback | None, plan: _Plan, gate: asyncio.Semaphore
+    ) -> ToolResponse:
+        if cb is None:
+            return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
+        async with gate:
+            try:
+                acall = getattr(cb, "acall", None)
+                if acall is not None:
+                    data = await acall(call.arguments, plan.context)
+                else:
+                    data = await asyncio.to_thread(cb.call, call.arguments, plan.context)
+            except Exception as exc:
+                return self._on_error(call, exc)
+        return ToolResponse(call.id, call.name, _text(cb, data))
+
+    async def aexecute(
+        self,
+        prompt: Prompt,
+        chat_response: ChatResponse,
+        context: ChatClientRequest | Mapping[str, Any] | ToolContext | None = None,
+        *,
+        tools: Iterable[Any] | None = None,
+    ) -> ToolExecutionResult:
+        """Async twin of ``execute``: the turn's calls run together with ``asyncio.gather``."""
+        plan = self._plan(prompt, chat_response, context, tools)
+        gate = asyncio.Semaphore(self.max_concurrency)
+        outcomes = await asyncio.gather(
+            *(self._arun(c, cb, plan, gate) for c, cb in plan.calls), return_exceptions=True
+        )
+        responses: list[ToolResponse] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome  # the first failure in the model's order, after every call finished
+            responses.append(outcome)
+        return self._finish(plan, responses)
+
+
+def _split_context(context: Any) -> tuple[tuple[ToolCallback, ...] | None, Mapping[str, Any]]:
+    if context is None:
+        return None, {}
+    if isinstance(context, ChatClientRequest):
+        context = context.context
+    if isinstance(context, ToolContext):
+        return None, context.context
+    if not isinstance(context, Mapping):
+        raise TypeError(f"context must be a request context mapping or a ToolContext, not {type(context).__name__}")
+    if ContextKeys.TOOL_CALLBACKS in context or ContextKeys.TOOL_CONTEXT in context:
+        callbacks = context.get(ContextKeys.TOOL_CALLBACKS)
+        return (tuple(callbacks) if callbacks is not None else None), dict(context.get(ContextKeys.TOOL_CONTEXT) or {})
+    return None, context
+
+
+def _unknown_message(name: str, available: Sequence[str]) -> str:
+    listed = ", ".join(available) if available else "(none)"
+    return f"Error: there is no tool named {name!r}. Available tools: {listed}."
+
+
+def _wrap(name: str, exc: Exception) -> ToolExecutionError:
+    return ToolExecutionError(f"tool {name!r} failed: {type(exc).__name__}: {str(exc) or '(no message)'}", name)
+
+
+def _text(cb: ToolCallback, data: Any) -> str:
+    if not isinstance(data, str):
+        name = cb.definition.name
+        raise ToolResultConversionError(f"tool {name!r}: call() returned {type(data).__name__}, not str", name)
+    return data
