@@ -1,0 +1,200 @@
+"""PostgreSQL repository (psycopg 3, extra ``postgres``).
+
+One row per message (``conversation_id, seq, message JSONB``). Every write is one transaction that
+first takes a transaction-scoped advisory lock on the conversation, so read-modify-write updates
+from any number of threads, processes or machines run one at a time per conversation and lose
+nothing. The table is created on first use (under an advisory lock too, since concurrent
+``CREATE TABLE IF NOT EXISTS`` can collide in PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
+from chatclient.memory.serialization import message_from_dict, message_to_dict
+from chatclient.memory.sqlite import check_identifier
+from chatclient.messages import Message
+
+# Connections inherited through fork() must never be closed by the child (closing would end the
+# parent's session on the shared socket), so the child parks them here for the life of the process.
+_INHERITED: list[Any] = []
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise ImportError("PostgresChatMemoryRepository needs psycopg 3: pip install 'chatclient[postgres]'") from None
+    return psycopg
+
+
+def _lock_key(*parts: str) -> int:
+    # A stable signed 64-bit key for pg_advisory_xact_lock (Python's hash() differs per process).
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PostgresChatMemoryRepository:
+    """Stores conversations in a PostgreSQL table; safe across threads, processes and hosts.
+
+    ``dsn`` is a libpq connection string or URL. Up to ``max_connections`` connections are kept open
+    and shared by threads. Call :meth:`close` when done.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        table: str = "chat_memory",
+        schema: str | None = None,
+        max_connections: int = 8,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not dsn:
+            raise ValueError("dsn cannot be empty")
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._psycopg = _psycopg()
+        from psycopg import sql
+
+        self.dsn = dsn
+        self.table = check_identifier(table)
+        self.schema = check_identifier(schema, "schema") if schema is not None else None
+        self._name = sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)
+        self._qualified = f"{self.schema}.{self.table}" if self.schema else self.table
+        self.connect_timeout = connect_timeout
+        self._idle: list[Any] = []
+        self._max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._ready = False
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    _INHERITED.extend(self._idle)
+                    self._idle, self._pid, self._ready = [], os.getpid(), False
+                    # Slots held by the parent's other threads at fork time are never released here.
+                    self._slots = threading.BoundedSemaphore(self._max_connections)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        self._check_fork()
+        slots = self._slots  # release the semaphore that was acquired, even if a fork replaced it
+        if not slots.acquire(timeout=max(self.connect_timeout, 1.0) * 6):
+            raise TimeoutError("no PostgreSQL connection became free in time; raise max_connections")
+        conn = None
+        try:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None or conn.closed:
+                conn = self._psycopg.connect(self.dsn, autocommit=True, connect_timeout=int(self.connect_timeout))
+            if not self._ready:
+                self._create_table(conn)
+            yield conn
+        finally:
+            if conn is not None and not conn.closed and not conn.broken:
+                with self._lock:
+                    self._idle.append(conn)
+            slots.release()
+
+    def _create_table(self, conn: Any) -> None:
+        from psycopg import sql
+
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("chatclient.memory.schema"),))
+            if self.schema:
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (conversation_id TEXT NOT NULL, seq BIGINT NOT NULL, "
+                    "message JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (conversation_id, seq))"
+                ).format(self._name)
+            )
+        self._ready = True
+
+    def close(self) -> None:
+        """Close the idle connections (the repository reconnects on next use)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        if self._pid == os.getpid():
+            for conn in idle:
+                conn.close()
+
+    def _sql(self, text: str) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(text).format(table=self._name)
+
+    # -- the repository ------------------------------------------------------------------------
+
+    def find_conversation_ids(self) -> list[str]:
+        with self._connection() as conn:
+            rows = conn.execute(self._sql("SELECT DISTINCT conversation_id FROM {table} ORDER BY 1")).fetchall()
+        return [r[0] for r in rows]
+
+    def find(self, conversation_id: str) -> list[Message]:
+        check_conversation_id(conversation_id)
+        with self._connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT message FROM {table} WHERE conversation_id = %s ORDER BY seq"), (conversation_id,)
+            ).fetchall()
+        return [message_from_dict(r[0]) for r in rows]
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        stored = check_messages(messages)
+        self.update(conversation_id, lambda _: stored)
+
+    def delete(self, conversation_id: str) -> None:
+        check_conversation_id(conversation_id)
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._qualified, conversation_id),))
+            conn.execute(self._sql("DELETE FROM {table} WHERE conversation_id = %s"), (conversation_id,))
+
+    def update(self, conversation_id: str, fn: MessageUpdate) -> list[Message]:
+        """Apply ``fn`` to the conversation in one transaction holding the conversation's lock."""
+        check_conversation_id(conversation_id)
+        # Pipeline mode sends the lock and the read together, then the writes and the commit
+        # together: two round trips per update instead of six, which is what bounds throughput
+        # while writers queue on the conversation's lock.
+        with self._connection() as conn, conn.pipeline(), conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._qualified, conversation_id),))
+            rows = conn.execute(
+                self._sql("SELECT seq, message FROM {table} WHERE conversation_id = %s ORDER BY seq"),
+                (conversation_id,),
+            ).fetchall()
+            result = check_messages(fn([message_from_dict(r[1]) for r in rows]))
+            # JSONB normalises the text, so compare parsed values rather than strings.
+            wanted = [message_to_dict(m) for m in result]
+            plan = plan_rows([r[1] for r in rows], wanted)
+            if plan.delete:
+                conn.execute(
+                    self._sql("DELETE FROM {table} WHERE conversation_id = %s AND seq = ANY(%s)"),
+                    (conversation_id, [rows[i][0] for i in plan.delete]),
+                )
+            if plan.append:
+                start = rows[-1][0] + 1 if rows else 0
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        self._sql("INSERT INTO {table} (conversation_id, seq, message) VALUES (%s, %s, %s::jsonb)"),
+                        [
+                            (conversation_id, start + k, json.dumps(d, ensure_ascii=False, allow_nan=False))
+                            for k, d in enumerate(plan.append)
+                        ],
+                    )
+        return result
+
+    def __repr__(self) -> str:
+        return f"PostgresChatMemoryRepository(table={self._qualified!r})"

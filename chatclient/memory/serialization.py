@@ -1,0 +1,172 @@
+"""One JSON form of messages, shared by every persistent repository.
+
+Each message becomes a JSON object carrying a format version ``"v"``, so stores written today stay
+readable when the format grows. Media bytes are base64 encoded; a media URL stays a string.
+Metadata may hold JSON values plus tuples and bytes (tagged so they read back as tuples and
+bytes); anything else is rejected with ``ValueError`` rather than stored in a form that would read
+back different.
+
+>>> from chatclient.messages import UserMessage
+>>> message_from_json(message_to_json(UserMessage("hi"))) == UserMessage("hi")
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chatclient.messages import (
+    AssistantMessage,
+    Media,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+
+FORMAT_VERSION = 1
+"""The version written into every serialised message; readers accept versions up to this one."""
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """The JSON-ready dict of a message (with ``"v"`` and ``"type"``)."""
+    out: dict[str, Any] = {"v": FORMAT_VERSION, "type": message.type.value}
+    if isinstance(message, (SystemMessage, UserMessage)):
+        out["text"] = message.text
+    if isinstance(message, UserMessage) and message.media:
+        out["media"] = [_media_to_dict(m) for m in message.media]
+    if isinstance(message, AssistantMessage):
+        out["text"] = message.text
+        if message.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+    if isinstance(message, ToolResponseMessage):
+        out["responses"] = [
+            {"id": r.id, "name": r.name, "response_data": r.response_data, "is_error": r.is_error}
+            for r in message.responses
+        ]
+    if message.metadata:
+        out["metadata"] = _plain(message.metadata, "metadata")
+    return out
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    """Rebuild a message from :func:`message_to_dict` output; ``ValueError`` when malformed."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a stored message must be a JSON object, got {type(data).__name__}")
+    version = data.get("v")
+    if not isinstance(version, int) or version < 1 or version > FORMAT_VERSION:
+        raise ValueError(
+            f"unsupported stored message format version {version!r} (this chatclient reads 1..{FORMAT_VERSION}); "
+            "upgrade chatclient to read it"
+        )
+    kind = data.get("type")
+    metadata = _restore(data.get("metadata") or {})
+    try:
+        if kind == "system":
+            return SystemMessage(data["text"], metadata=metadata)
+        if kind == "user":
+            media = tuple(_media_from_dict(m) for m in data.get("media", ()))
+            return UserMessage(data["text"], media=media, metadata=metadata)
+        if kind == "assistant":
+            calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in data.get("tool_calls", ()))
+            return AssistantMessage(data.get("text"), calls, metadata=metadata)
+        if kind == "tool":
+            responses = tuple(
+                ToolResponse(r["id"], r["name"], r["response_data"], bool(r.get("is_error", False)))
+                for r in data["responses"]
+            )
+            return ToolResponseMessage(responses, metadata=metadata)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"a stored {kind} message is malformed: missing or bad field {exc}") from None
+    raise ValueError(f"unknown stored message type {kind!r}")
+
+
+def message_to_json(message: Message) -> str:
+    """A compact JSON text of one message."""
+    return json.dumps(message_to_dict(message), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def message_from_json(text: str | bytes) -> Message:
+    """Parse :func:`message_to_json` output."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"a stored message is not valid JSON: {exc}") from None
+    return message_from_dict(data)
+
+
+def messages_to_json(messages: Sequence[Message]) -> str:
+    """A JSON array of messages (one document for stores that keep a conversation whole)."""
+    return json.dumps(
+        [message_to_dict(m) for m in messages], ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
+
+
+def messages_from_json(text: str | bytes) -> list[Message]:
+    """Parse :func:`messages_to_json` output."""
+    data = json.loads(text)
+    if not isinstance(data, list):
+        raise ValueError("stored messages must be a JSON array")
+    return [message_from_dict(d) for d in data]
+
+
+def _media_to_dict(media: Media) -> dict[str, Any]:
+    if isinstance(media.data, str):
+        return {"mime_type": media.mime_type, "url": media.data}
+    return {"mime_type": media.mime_type, "base64": base64.b64encode(bytes(media.data)).decode("ascii")}
+
+
+def _media_from_dict(data: Mapping[str, Any]) -> Media:
+    if "url" in data:
+        return Media(data["mime_type"], str(data["url"]))
+    return Media(data["mime_type"], base64.b64decode(data["base64"], validate=True))
+
+
+_TUPLE = "__chatclient_tuple__"
+_BYTES = "__chatclient_bytes__"
+
+
+def _plain(value: Any, where: str) -> Any:
+    # JSON would silently change some values (tuples become lists, non-string keys become strings);
+    # tag tuples and bytes and reject the rest, so stored metadata reads back equal.
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{where} holds {value!r}, which JSON cannot store")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where} has a non-string key {k!r}; stored metadata needs string keys")
+            out[k] = _plain(v, f"{where}[{k!r}]")
+        return out
+    if isinstance(value, list):
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return {_TUPLE: [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, (bytes, bytearray)):
+        return {_BYTES: base64.b64encode(bytes(value)).decode("ascii")}
+    raise ValueError(
+        f"{where} holds a {type(value).__name__}, which cannot be stored as JSON; "
+        "use strings, numbers, booleans, None, lists, tuples, bytes and dicts with string keys"
+    )
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1:
+            if _TUPLE in value:
+                return tuple(_restore(v) for v in value[_TUPLE])
+            if _BYTES in value:
+                return base64.b64decode(value[_BYTES])
+        return {k: _restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v) for v in value]
+    return value
