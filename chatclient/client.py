@@ -508,13 +508,27 @@ class CallResponseSpec(_ResponseSpecBase):
     def content(self) -> str | None:
         return _content(self._run())
 
-    def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> T | None:
+    @overload
+    def entity(self, target: type[T]) -> T | None: ...
+    @overload
+    def entity(self, target: StructuredOutputConverter[T]) -> T | None: ...
+    @overload
+    def entity(self, target: Any) -> Any: ...
+
+    def entity(self, target: Any) -> Any:
         """Convert the answer to ``target`` (format instructions are sent to the model)."""
         converter = _converter(target)
         text = _content(self._run(converter))
         return None if text is None else converter.convert(text)
 
-    def response_entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> ResponseEntity[T]:
+    @overload
+    def response_entity(self, target: type[T]) -> ResponseEntity[T]: ...
+    @overload
+    def response_entity(self, target: StructuredOutputConverter[T]) -> ResponseEntity[T]: ...
+    @overload
+    def response_entity(self, target: Any) -> ResponseEntity[Any]: ...
+
+    def response_entity(self, target: Any) -> ResponseEntity[Any]:
         converter = _converter(target)
         cr = self._run(converter)
         text = _content(cr)
@@ -561,12 +575,26 @@ class AsyncCallResponseSpec(_ResponseSpecBase):
     async def content(self) -> str | None:
         return _content(await self._run())
 
-    async def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> T | None:
+    @overload
+    async def entity(self, target: type[T]) -> T | None: ...
+    @overload
+    async def entity(self, target: StructuredOutputConverter[T]) -> T | None: ...
+    @overload
+    async def entity(self, target: Any) -> Any: ...
+
+    async def entity(self, target: Any) -> Any:
         converter = _converter(target)
         text = _content(await self._run(converter))
         return None if text is None else converter.convert(text)
 
-    async def response_entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> ResponseEntity[T]:
+    @overload
+    async def response_entity(self, target: type[T]) -> ResponseEntity[T]: ...
+    @overload
+    async def response_entity(self, target: StructuredOutputConverter[T]) -> ResponseEntity[T]: ...
+    @overload
+    async def response_entity(self, target: Any) -> ResponseEntity[Any]: ...
+
+    async def response_entity(self, target: Any) -> ResponseEntity[Any]:
         converter = _converter(target)
         cr = await self._run(converter)
         text = _content(cr)
@@ -608,7 +636,14 @@ class StreamResponseSpec(_ResponseSpecBase):
             if text:
                 yield text
 
-    def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> Iterator[T]:
+    @overload
+    def entity(self, target: type[T]) -> Iterator[T]: ...
+    @overload
+    def entity(self, target: StructuredOutputConverter[T]) -> Iterator[T]: ...
+    @overload
+    def entity(self, target: Any) -> Iterator[Any]: ...
+
+    def entity(self, target: Any) -> Iterator[Any]:
         """Successively more complete partial entities as JSON arrives, then the final validated one."""
         from chatclient.converters import stream_entities
 
@@ -646,7 +681,14 @@ class AsyncStreamResponseSpec(_ResponseSpecBase):
             if text:
                 yield text
 
-    def entity(self, target: type[T] | StructuredOutputConverter[T] | Any) -> AsyncIterator[T]:
+    @overload
+    def entity(self, target: type[T]) -> AsyncIterator[T]: ...
+    @overload
+    def entity(self, target: StructuredOutputConverter[T]) -> AsyncIterator[T]: ...
+    @overload
+    def entity(self, target: Any) -> AsyncIterator[Any]: ...
+
+    def entity(self, target: Any) -> AsyncIterator[Any]:
         from chatclient.converters import astream_entities
 
         converter = _converter(target)

@@ -1,0 +1,185 @@
+"""Conversion time per entity: chatclient's EntityOutputConverter vs pydantic alone vs instructor.
+
+    .venv/bin/python benchmarks/entity.py [--number 500] [--repeat 15]
+
+The entity is a nested pydantic model (10 fields, one of them a list of 20 sub-objects). The same
+model text is converted by:
+
+- ``floor``: ``Model.model_validate_json(text)``, pydantic alone (nothing can be faster);
+- ``chatclient``: ``EntityOutputConverter(Model).convert(text)`` (cleaning + validation);
+- ``chatclient fenced``: the same, on the text wrapped in a thinking block and a ```json fence;
+- ``instructor``: instructor's parsing path for the same text (``process_response`` in JSON mode on an
+  OpenAI ``ChatCompletion`` carrying the text), and its MD_JSON mode on the fenced text.
+
+Figures are the best of ``--repeat`` interleaved rounds of ``--number`` conversions per case (µs per
+entity; interleaving keeps load drift on a busy machine from favouring one case), with ratios to the
+floor. Target: chatclient within 1.5x of the floor. Also printed: the cost of partial entities while
+the same text streams in as 4-character deltas. instructor is optional (``pip install instructor``);
+without it those rows are skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import enum
+import sys
+import time
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chatclient.converters import EntityOutputConverter, stream_entities
+
+
+class Status(enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class LineItem(BaseModel):
+    sku: str
+    name: str
+    quantity: int
+    unit_price: float
+    tags: list[str]
+
+
+class Order(BaseModel):
+    id: str
+    customer: str
+    email: str
+    status: Status
+    created: datetime.date
+    total: float
+    paid: bool
+    notes: str | None
+    labels: list[str]
+    items: list[LineItem]
+
+
+def sample_text() -> str:
+    order = Order(
+        id="ord-2024-000123",
+        customer="Ada Lovelace",
+        email="ada@example.org",
+        status=Status.OPEN,
+        created=datetime.date(2024, 5, 17),
+        total=1234.56,
+        paid=False,
+        notes="Leave at the back door, please.",
+        labels=["priority", "gift"],
+        items=[
+            LineItem(
+                sku=f"SKU-{i:04d}",
+                name=f"Analytical engine part {i}",
+                quantity=i + 1,
+                unit_price=9.99 + i,
+                tags=["brass", "gear"],
+            )
+            for i in range(20)
+        ],
+    )
+    return order.model_dump_json(indent=2)
+
+
+def best_us(cases: dict[str, Callable[[], Any]], number: int, repeat: int) -> dict[str, float]:
+    """Best time per call of each case; rounds interleave the cases so load drift hits all alike."""
+    for fn in cases.values():
+        fn()  # warm up (builds lazy state, checks it works)
+    best = dict.fromkeys(cases, float("inf"))
+    for _ in range(repeat):
+        for name, fn in cases.items():
+            best[name] = min(best[name], timeit.timeit(fn, number=number) / number * 1e6)
+    return best
+
+
+def instructor_parsers(text: str, fenced: str) -> dict[str, Callable[[], Any]] | str:
+    try:
+        from instructor.mode import Mode
+        from instructor.v2.core.response import process_response
+        from openai.types.chat import ChatCompletion
+    except ImportError as exc:
+        return f"instructor not installed ({exc}); pip install instructor to compare"
+
+    def completion(content: str) -> ChatCompletion:
+        return ChatCompletion.model_validate(
+            {
+                "id": "bench",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "bench",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": content},
+                    }
+                ],
+            }
+        )
+
+    plain, md = completion(text), completion(fenced)
+    return {
+        "instructor JSON": lambda: process_response(plain, response_model=Order, stream=False, mode=Mode.JSON),
+        "instructor MD_JSON fenced": lambda: process_response(
+            md, response_model=Order, stream=False, mode=Mode.MD_JSON
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+
+    text = sample_text()
+    fenced = "<think>The user wants the order as JSON.</think>\n```json\n" + text + "\n```"
+    converter = EntityOutputConverter(Order)
+    expected = Order.model_validate_json(text)
+    assert converter.convert(text) == expected
+    assert converter.convert(fenced) == expected
+
+    cases: dict[str, Callable[[], Any]] = {
+        "floor (model_validate_json)": lambda: Order.model_validate_json(text),
+        "chatclient convert": lambda: converter.convert(text),
+        "chatclient convert fenced": lambda: converter.convert(fenced),
+    }
+    inst = instructor_parsers(text, fenced)
+    if isinstance(inst, str):
+        note = inst
+    else:
+        note = ""
+        for name, fn in inst.items():
+            assert fn() == expected, name
+        cases.update(inst)
+
+    print(f"entity: Order (10 fields, {len(expected.items)} line items), {len(text)} chars of JSON")
+    print(f"python {sys.version.split()[0]}, best of {args.repeat} x {args.number} conversions\n")
+    best = best_us(cases, args.number, args.repeat)
+    floor = best["floor (model_validate_json)"]
+    print(f"{'case':32} {'us/entity':>10} {'x floor':>8}")
+    for name, us in best.items():
+        print(f"{name:32} {us:10.1f} {us / floor:8.2f}")
+    if note:
+        print(f"\nnote: {note}")
+    ratio = best["chatclient convert"] / floor
+    deltas = [text[i : i + 4] for i in range(0, len(text), 4)]
+    start = time.perf_counter()
+    states = sum(1 for _ in stream_entities(converter, deltas))
+    elapsed = time.perf_counter() - start
+    print(
+        f"\npartial entities: {len(deltas)} deltas of 4 chars -> {states} states in {elapsed * 1e3:.0f} ms "
+        f"({elapsed / len(deltas) * 1e6:.0f} us per delta, re-parsing the text so far each time)"
+    )
+    print(f"\ntarget: chatclient within 1.5x of the floor -> {'met' if ratio <= 1.5 else 'NOT met'} ({ratio:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
