@@ -1,0 +1,103 @@
+"""Documents, embeddings, vector stores and the pieces of retrieval-augmented generation.
+
+    from chatclient.rag import Document, SimpleVectorStore, SearchRequest, LocalEmbeddingModel
+    store = SimpleVectorStore(LocalEmbeddingModel())
+    store.add([Document("Paris is the capital of France.", {"lang": "en"})])
+    store.similarity_search(SearchRequest("French capital", top_k=3, filter_expression="lang == 'en'"))
+
+Names are imported on first use, so ``import chatclient.rag`` stays cheap; numpy loads with the
+first store or embedding model (``import chatclient`` never loads it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chatclient.rag.augmenters import ContextualQueryAugmenter as ContextualQueryAugmenter
+    from chatclient.rag.augmenters import QueryAugmenter as QueryAugmenter
+    from chatclient.rag.documents import Document as Document
+    from chatclient.rag.embedding import BaseEmbeddingModel as BaseEmbeddingModel
+    from chatclient.rag.embedding import EmbeddingModel as EmbeddingModel
+    from chatclient.rag.embedding import HashingEmbeddingModel as HashingEmbeddingModel
+    from chatclient.rag.etl import DocumentPipeline as DocumentPipeline
+    from chatclient.rag.etl import DocumentReader as DocumentReader
+    from chatclient.rag.etl import DocumentTransformer as DocumentTransformer
+    from chatclient.rag.etl import DocumentWriter as DocumentWriter
+    from chatclient.rag.etl import JsonReader as JsonReader
+    from chatclient.rag.etl import MarkdownReader as MarkdownReader
+    from chatclient.rag.etl import TextReader as TextReader
+    from chatclient.rag.etl import TokenTextSplitter as TokenTextSplitter
+    from chatclient.rag.expanders import MultiQueryExpander as MultiQueryExpander
+    from chatclient.rag.expanders import QueryExpander as QueryExpander
+    from chatclient.rag.joiners import ConcatenationDocumentJoiner as ConcatenationDocumentJoiner
+    from chatclient.rag.joiners import DocumentJoiner as DocumentJoiner
+    from chatclient.rag.joiners import ReciprocalRankFusionJoiner as ReciprocalRankFusionJoiner
+    from chatclient.rag.local_embedding import LocalEmbeddingModel as LocalEmbeddingModel
+    from chatclient.rag.query import Query as Query
+    from chatclient.rag.retrievers import DocumentPostProcessor as DocumentPostProcessor
+    from chatclient.rag.retrievers import DocumentRetriever as DocumentRetriever
+    from chatclient.rag.retrievers import VectorStoreDocumentRetriever as VectorStoreDocumentRetriever
+    from chatclient.rag.search import SearchRequest as SearchRequest
+    from chatclient.rag.stores import BaseVectorStore as BaseVectorStore
+    from chatclient.rag.stores import SimpleVectorStore as SimpleVectorStore
+    from chatclient.rag.stores import SqliteVectorStore as SqliteVectorStore
+    from chatclient.rag.stores import VectorStore as VectorStore
+    from chatclient.rag.stores.qdrant import QdrantVectorStore as QdrantVectorStore
+    from chatclient.rag.transformers import CompressionQueryTransformer as CompressionQueryTransformer
+    from chatclient.rag.transformers import QueryTransformer as QueryTransformer
+    from chatclient.rag.transformers import RewriteQueryTransformer as RewriteQueryTransformer
+    from chatclient.rag.transformers import TranslationQueryTransformer as TranslationQueryTransformer
+
+_WHERE = {
+    "Document": "chatclient.rag.documents",
+    "EmbeddingModel": "chatclient.rag.embedding",
+    "BaseEmbeddingModel": "chatclient.rag.embedding",
+    "HashingEmbeddingModel": "chatclient.rag.embedding",
+    "LocalEmbeddingModel": "chatclient.rag.local_embedding",
+    "SearchRequest": "chatclient.rag.search",
+    "VectorStore": "chatclient.rag.stores",
+    "BaseVectorStore": "chatclient.rag.stores",
+    "SimpleVectorStore": "chatclient.rag.stores",
+    "SqliteVectorStore": "chatclient.rag.stores",
+    "QdrantVectorStore": "chatclient.rag.stores.qdrant",
+    "Query": "chatclient.rag.query",
+    "QueryTransformer": "chatclient.rag.transformers",
+    "RewriteQueryTransformer": "chatclient.rag.transformers",
+    "CompressionQueryTransformer": "chatclient.rag.transformers",
+    "TranslationQueryTransformer": "chatclient.rag.transformers",
+    "QueryExpander": "chatclient.rag.expanders",
+    "MultiQueryExpander": "chatclient.rag.expanders",
+    "DocumentRetriever": "chatclient.rag.retrievers",
+    "DocumentPostProcessor": "chatclient.rag.retrievers",
+    "VectorStoreDocumentRetriever": "chatclient.rag.retrievers",
+    "DocumentJoiner": "chatclient.rag.joiners",
+    "ConcatenationDocumentJoiner": "chatclient.rag.joiners",
+    "ReciprocalRankFusionJoiner": "chatclient.rag.joiners",
+    "QueryAugmenter": "chatclient.rag.augmenters",
+    "ContextualQueryAugmenter": "chatclient.rag.augmenters",
+    "DocumentReader": "chatclient.rag.etl",
+    "DocumentTransformer": "chatclient.rag.etl",
+    "DocumentWriter": "chatclient.rag.etl",
+    "DocumentPipeline": "chatclient.rag.etl",
+    "TextReader": "chatclient.rag.etl",
+    "JsonReader": "chatclient.rag.etl",
+    "MarkdownReader": "chatclient.rag.etl",
+    "TokenTextSplitter": "chatclient.rag.etl",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chatclient.rag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
