@@ -1,0 +1,436 @@
+"""Ollama's native API over httpx: ``/api/chat`` (NDJSON streaming) and ``/api/embed``.
+
+    model = OllamaChatModel("llama3.2")      # OLLAMA_HOST or http://localhost:11434
+
+Sampling settings go into Ollama's ``options`` object (``max_tokens`` becomes ``num_predict``),
+``options.output_schema`` becomes ``format`` (Ollama constrains the output to the schema). Ollama
+has no tool-choice setting, so ``tool_choice``/``parallel_tool_calls`` are not sent. It gives tool
+calls no ids; they get ``call_<n>`` (their position in the answer), and tool results are matched
+back by tool name, which is how Ollama pairs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Self
+
+import httpx
+
+from chatclient.errors import ModelResponseError
+from chatclient.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    UserMessage,
+)
+from chatclient.models.base import (
+    ChatResponse,
+    ChatResponseMetadata,
+    Generation,
+    GenerationMetadata,
+    ModelCapabilities,
+    Usage,
+)
+from chatclient.models.http import (
+    DEFAULT_TIMEOUT,
+    HTTPChatModel,
+    HTTPTransport,
+    RetryPolicy,
+    assistant_text,
+    env_or,
+)
+from chatclient.models.sse import NDJSONDecoder
+from chatclient.options import ChatOptions
+from chatclient.prompt import Prompt, ToolDefinition
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "OllamaChatModel",
+    "OllamaEmbeddingModel",
+    "OllamaStreamParser",
+    "build_chat_body",
+    "ollama_messages",
+    "parse_chat",
+]
+
+DEFAULT_BASE_URL = "http://localhost:11434"
+DEFAULT_MODEL = "llama3.2"
+
+# Portable option -> Ollama `options` key.
+_OPTION_KEYS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "max_tokens": "num_predict",
+    "seed": "seed",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+}
+
+
+def default_base_url() -> str:
+    """``OLLAMA_HOST`` (with ``http://`` added when it has no scheme) or the local default."""
+    host = env_or(None, "OLLAMA_HOST")
+    if not host:
+        return DEFAULT_BASE_URL
+    return host if "://" in host else f"http://{host}"
+
+
+# -- request ------------------------------------------------------------------------------------------
+
+
+def _arguments_object(arguments: str) -> Any:
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
+
+
+def ollama_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """``/api/chat`` messages: images as base64 strings, tool calls with object arguments."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, SystemMessage):
+            out.append({"role": "system", "content": m.text})
+        elif isinstance(m, UserMessage):
+            msg: dict[str, Any] = {"role": "user", "content": m.text}
+            if m.media:
+                images = []
+                for media in m.media:
+                    if isinstance(media.data, str):
+                        raise ValueError("Ollama accepts inline image bytes only, not URLs")
+                    images.append(base64.b64encode(media.data).decode("ascii"))
+                msg["images"] = images
+            out.append(msg)
+        elif isinstance(m, AssistantMessage):
+            msg = {"role": "assistant", "content": m.text or ""}
+            if m.tool_calls:
+                msg["tool_calls"] = [
+                    {"function": {"name": c.name, "arguments": _arguments_object(c.arguments)}} for c in m.tool_calls
+                ]
+            out.append(msg)
+        elif isinstance(m, ToolResponseMessage):
+            out.extend({"role": "tool", "content": r.response_data, "tool_name": r.name} for r in m.responses)
+        else:  # pragma: no cover - Prompt validates message types
+            raise TypeError(f"unsupported message type {type(m).__name__}")
+    return out
+
+
+def ollama_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    """``/api/chat`` tool definitions (the OpenAI function format)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": dict(t.input_schema) or {"type": "object", "properties": {}},
+            },
+        }
+        for t in tools
+    ]
+
+
+def build_chat_body(prompt: Prompt, options: ChatOptions, *, stream: bool) -> dict[str, Any]:
+    """The ``/api/chat`` request body; ``options.extra`` merges at the top level, its
+    ``options`` dict (if any) into Ollama's ``options``."""
+    body: dict[str, Any] = {"model": options.model, "messages": ollama_messages(prompt.messages), "stream": stream}
+    model_options: dict[str, Any] = {}
+    for ours, theirs in _OPTION_KEYS.items():
+        value = getattr(options, ours)
+        if value is not None:
+            model_options[theirs] = value
+    if options.stop is not None:
+        model_options["stop"] = list(options.stop)
+    if prompt.tools:
+        body["tools"] = ollama_tools(prompt.tools)
+    if options.output_schema is not None:
+        body["format"] = dict(options.output_schema)
+    extra = dict(options.extra or {})
+    if isinstance(extra.get("options"), Mapping):
+        model_options.update(extra.pop("options"))
+    if model_options:
+        body["options"] = model_options
+    body.update(extra)
+    return body
+
+
+# -- response -----------------------------------------------------------------------------------------
+
+
+def _calls(message: Mapping[str, Any], start: int) -> tuple[ToolCall, ...]:
+    calls = []
+    for n, tc in enumerate(message.get("tool_calls") or (), start=start):
+        fn = tc["function"]
+        args = fn.get("arguments")
+        text = args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
+        calls.append(ToolCall(str(tc.get("id") or f"call_{n}"), fn["name"], text))
+    return tuple(calls)
+
+
+def finish_reason(raw: str | None, has_tool_calls: bool) -> str | None:
+    """Ollama says ``stop`` even when it stopped to call tools; report ``tool_calls`` then."""
+    if has_tool_calls and raw in (None, "stop"):
+        return "tool_calls"
+    return raw
+
+
+def _final_metadata(payload: Mapping[str, Any]) -> ChatResponseMetadata:
+    usage = Usage(int(payload.get("prompt_eval_count") or 0), int(payload.get("eval_count") or 0))
+    return ChatResponseMetadata(None, payload.get("model"), usage)
+
+
+def _gen_meta(raw: str | None, has_tool_calls: bool) -> GenerationMetadata:
+    extra = MappingProxyType({"raw_finish_reason": raw}) if raw is not None else MappingProxyType({})
+    return GenerationMetadata(finish_reason(raw, has_tool_calls), extra)
+
+
+def _raise_error(payload: Any) -> None:
+    if isinstance(payload, Mapping) and payload.get("error"):
+        raise ModelResponseError(f"Ollama reported an error: {str(payload['error'])[:300]}")
+
+
+def parse_chat(payload: Any) -> ChatResponse:
+    """A ``ChatResponse`` for a non-streamed ``/api/chat`` answer."""
+    _raise_error(payload)
+    message = payload["message"]
+    calls = _calls(message, 0)
+    gen = Generation(
+        AssistantMessage(assistant_text(message.get("content"), bool(calls)), calls),
+        _gen_meta(payload.get("done_reason"), bool(calls)),
+    )
+    return ChatResponse((gen,), _final_metadata(payload))
+
+
+class OllamaStreamParser:
+    """Turns ``/api/chat`` NDJSON lines into delta chunks; the ``done: true`` line ends the answer."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._decoder = NDJSONDecoder()
+        self._model: str | None = None
+        self._calls = 0
+        self._saw_text = False
+        self._final: Mapping[str, Any] = {}
+
+    def feed(self, line: str) -> list[ChatResponse]:
+        """Consume one line of the stream; return the chunks it completes."""
+        payload = self._decoder.feed(line)
+        if payload is None:
+            return []
+        _raise_error(payload)
+        self._model = payload.get("model") or self._model
+        message = payload.get("message") or {}
+        text = message.get("content") or None
+        calls = _calls(message, self._calls)
+        self._calls += len(calls)
+        self._saw_text = self._saw_text or bool(text)
+        out = []
+        if text or calls:
+            out.append(
+                ChatResponse((Generation(AssistantMessage(text, calls)),), ChatResponseMetadata(None, self._model))
+            )
+        if payload.get("done"):
+            self.done = True
+            self._final = payload
+        return out
+
+    def finish(self) -> list[ChatResponse]:
+        """The last chunk (finish reason, usage), once the end marker has arrived."""
+        text = None if (self._saw_text or self._calls) else ""
+        gen = Generation(AssistantMessage(text), _gen_meta(self._final.get("done_reason"), self._calls > 0))
+        return [ChatResponse((gen,), _final_metadata(self._final))]
+
+
+# -- chat model ---------------------------------------------------------------------------------------
+
+
+class OllamaChatModel(HTTPChatModel):
+    """Ollama ``POST {base_url}/api/chat`` on httpx.
+
+    No API key by default; pass ``api_key`` (or set ``OLLAMA_API_KEY``) for an Ollama behind an
+    authenticating proxy or a hosted one: it is sent as a bearer token.
+    """
+
+    provider = "Ollama"
+    chat_path = "/api/chat"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        options: ChatOptions | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        capabilities: ModelCapabilities | None = None,
+        headers: Mapping[str, str] | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+    ) -> None:
+        key = env_or(api_key, "OLLAMA_API_KEY")
+        all_headers = dict(headers or {})
+        if key:
+            all_headers["authorization"] = f"Bearer {key}"
+        super().__init__(
+            model=model,
+            base_url=base_url or default_base_url(),
+            headers=all_headers,
+            secrets=[key] if key else [],
+            options=options,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            capabilities=capabilities
+            or ModelCapabilities(native_structured_output=True, tools=True, streaming=True, vision=True),
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+        )
+
+    def build_body(self, prompt: Prompt, *, stream: bool) -> dict[str, Any]:
+        """The provider request body for ``prompt`` (constructor options merged under the prompt's)."""
+        return build_chat_body(prompt, self.options_for(prompt), stream=stream)
+
+    def parse_response(self, payload: Any) -> ChatResponse:
+        """The ``ChatResponse`` for a provider JSON payload."""
+        return parse_chat(payload)
+
+    def stream_parser(self) -> OllamaStreamParser:
+        """A fresh parser for one streamed answer."""
+        return OllamaStreamParser()
+
+
+# -- embeddings ---------------------------------------------------------------------------------------
+
+
+class OllamaEmbeddingModel:
+    """Ollama ``POST {base_url}/api/embed`` returning an (n, d) numpy array, in batches."""
+
+    def __init__(
+        self,
+        model: str = "nomic-embed-text",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        max_concurrency: int = 2,
+        truncate: bool | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        key = env_or(api_key, "OLLAMA_API_KEY")
+        self.model = model
+        self.batch_size = batch_size
+        self.max_concurrency = max(1, max_concurrency)
+        self.truncate = truncate
+        self._requested_dimensions = dimensions
+        self._dimensions = dimensions
+        self._http = HTTPTransport(
+            provider="Ollama",
+            base_url=base_url or default_base_url(),
+            headers={"authorization": f"Bearer {key}"} if key else {},
+            secrets=[key] if key else [],
+            timeout=timeout,
+            retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max),
+            http_client=http_client,
+            async_http_client=async_http_client,
+        )
+
+    def __repr__(self) -> str:
+        return f"OllamaEmbeddingModel(model={self.model!r}, base_url={self._http.base_url!r})"
+
+    def _body(self, batch: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "input": batch}
+        if self.truncate is not None:
+            body["truncate"] = self.truncate
+        if self._requested_dimensions is not None:
+            body["dimensions"] = self._requested_dimensions
+        return body
+
+    @staticmethod
+    def _rows(payload: Any, expected: int) -> list[list[float]]:
+        _raise_error(payload)
+        rows = [list(v) for v in payload["embeddings"]]
+        if len(rows) != expected:
+            raise ModelResponseError(f"expected {expected} embeddings, got {len(rows)}")
+        return rows
+
+    @property
+    def dimensions(self) -> int:
+        """Vector length; asks the server once when it is not known."""
+        if self._dimensions is None:
+            self.embed(["dimension probe"])
+        assert self._dimensions is not None
+        return self._dimensions
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """Embed ``texts`` (in batches); row i is the vector of ``texts[i]``."""
+        from chatclient.models.openai import batches, to_matrix
+
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts; wrap a single text in a list")
+        rows: list[list[float]] = []
+        for batch in batches(texts, self.batch_size):
+            rows.extend(self._rows(self._http.post("/api/embed", self._body(batch)), len(batch)))
+        if rows:
+            self._dimensions = len(rows[0])
+        return to_matrix(rows, self._dimensions)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """Async ``embed``; up to ``max_concurrency`` batches in flight."""
+        from chatclient.models.openai import batches, to_matrix
+
+        if isinstance(texts, str):
+            raise TypeError("aembed() takes a sequence of texts; wrap a single text in a list")
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(batch: list[str]) -> list[list[float]]:
+            async with gate:
+                return self._rows(await self._http.apost("/api/embed", self._body(batch)), len(batch))
+
+        parts = await asyncio.gather(*(one(b) for b in batches(texts, self.batch_size)))
+        rows = [r for part in parts for r in part]
+        if rows:
+            self._dimensions = len(rows[0])
+        return to_matrix(rows, self._dimensions)
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._http.close()
+
+    async def aclose(self) -> None:
+        """Async ``close``."""
+        await self._http.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
