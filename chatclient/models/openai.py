@@ -111,11 +111,11 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             else:
                 out.append({"role": "user", "content": m.text})
         elif isinstance(m, AssistantMessage):
-            msg: dict[str, Any] = {"role": "assistant", "content": m.text}
+            # Always a string: OpenAI accepts "" beside tool_calls, and OpenAI-compatible servers
+            # (llama-cpp-python's among them) reject a null content in their request validation.
+            msg: dict[str, Any] = {"role": "assistant", "content": m.text if m.text is not None else ""}
             if m.tool_calls:
                 msg["tool_calls"] = [_tool_call(c) for c in m.tool_calls]
-            elif m.text is None:
-                msg["content"] = ""
             out.append(msg)
         elif isinstance(m, ToolResponseMessage):
             out.extend({"role": "tool", "tool_call_id": r.id, "content": r.response_data} for r in m.responses)

@@ -432,7 +432,7 @@ def test_chat_client_tool_loop_over_http(server: LoopbackServer, mode: str) -> N
         {"role": "user", "content": "Weather in Rome?"},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_1",

@@ -78,7 +78,7 @@ def test_full_request_body_golden() -> None:
             },
             {
                 "role": "assistant",
-                "content": None,
+                "content": "",
                 "tool_calls": [
                     {
                         "id": "call_1",
