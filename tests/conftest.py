@@ -57,3 +57,11 @@ def unavailable(reason: str) -> Any:
     if services_required():
         pytest.fail(f"required service unavailable: {reason}")
     pytest.skip(reason)
+
+
+# CI runs property tests derandomized so a run is reproducible; locally they explore new examples each run.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("HYPOTHESIS_PROFILE"):
+    _hypothesis_settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])

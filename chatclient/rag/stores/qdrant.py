@@ -60,7 +60,8 @@ class _FilterTranslator:
 
     def eq(self, key: Key, v: Any) -> Any:
         m = self.m
-        if isinstance(v, float) and not isinstance(v, bool):
+        # Numbers compare by value (2 == 2.0, as in our evaluator); Qdrant's MatchValue is exact on type.
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
             return m.FieldCondition(key=self.field(key), range=m.Range(gte=v, lte=v))
         return m.FieldCondition(key=self.field(key), match=m.MatchValue(value=v))
 
@@ -69,7 +70,7 @@ class _FilterTranslator:
         if not values:  # nothing matches: a key cannot be both empty and not empty
             return m.Filter(must=[self.empty(key)], must_not=[self.empty(key)])
         kinds = {type(v) for v in values}
-        if kinds == {str} or kinds == {int}:
+        if kinds == {str}:
             return m.FieldCondition(key=self.field(key), match=m.MatchAny(any=list(values)))
         return m.Filter(should=[self.eq(key, v) for v in values])
 
