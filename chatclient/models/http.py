@@ -474,7 +474,37 @@ class StreamParser(Protocol):
         ...
 
 
-class HTTPChatModel(BaseChatModel):
+class PooledHTTPResource:
+    """Closing and context-manager support for anything that owns an ``HTTPTransport`` as ``_http``.
+
+    ``close()``/``aclose()`` release pooled connections; clients injected by the caller are left to
+    their owner.
+    """
+
+    _http: HTTPTransport
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._http.close()
+
+    async def aclose(self) -> None:
+        """Async ``close``."""
+        await self._http.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class HTTPChatModel(BaseChatModel, PooledHTTPResource):
     """Base class of the httpx chat providers; subclasses supply the wire format.
 
     Subclasses implement ``build_body`` (prompt and merged options -> request body),
@@ -608,28 +638,6 @@ class HTTPChatModel(BaseChatModel):
             _raise_incomplete(self.provider)
         finally:
             await lines.aclose()
-
-    # -- lifecycle --------------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Release pooled connections (injected clients are left to their owner)."""
-        self._http.close()
-
-    async def aclose(self) -> None:
-        """Async ``close``."""
-        await self._http.aclose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def assistant_text(text: str | None, has_tool_calls: bool) -> str | None:

@@ -16,7 +16,7 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -41,6 +41,7 @@ from chatclient.models.http import (
     DEFAULT_TIMEOUT,
     HTTPChatModel,
     HTTPTransport,
+    PooledHTTPResource,
     RetryPolicy,
     assistant_text,
     env_or,
@@ -317,7 +318,7 @@ class OllamaChatModel(HTTPChatModel):
 # -- embeddings ---------------------------------------------------------------------------------------
 
 
-class OllamaEmbeddingModel:
+class OllamaEmbeddingModel(PooledHTTPResource):
     """Ollama ``POST {base_url}/api/embed`` returning an (n, d) numpy array, in batches."""
 
     def __init__(
@@ -414,23 +415,3 @@ class OllamaEmbeddingModel:
         if rows:
             self._dimensions = len(rows[0])
         return to_matrix(rows, self._dimensions)
-
-    def close(self) -> None:
-        """Release pooled connections."""
-        self._http.close()
-
-    async def aclose(self) -> None:
-        """Async ``close``."""
-        await self._http.aclose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

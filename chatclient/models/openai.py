@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
@@ -41,6 +41,7 @@ from chatclient.models.http import (
     DEFAULT_TIMEOUT,
     HTTPChatModel,
     HTTPTransport,
+    PooledHTTPResource,
     RetryPolicy,
     assistant_text,
     env_or,
@@ -482,7 +483,7 @@ def to_matrix(rows: list[list[float]], dimensions: int | None) -> np.ndarray[Any
     return matrix
 
 
-class OpenAIEmbeddingModel:
+class OpenAIEmbeddingModel(PooledHTTPResource):
     """Embeddings (``POST {base_url}/embeddings``) returning an (n, d) numpy array.
 
     Texts are sent in batches of ``batch_size`` (OpenAI accepts up to 2048 inputs per request);
@@ -569,23 +570,3 @@ class OpenAIEmbeddingModel:
         rows = [row for part in results for row in part]
         self._remember(rows)
         return to_matrix(rows, self._dimensions)
-
-    def close(self) -> None:
-        """Release pooled connections."""
-        self._http.close()
-
-    async def aclose(self) -> None:
-        """Async ``close``."""
-        await self._http.aclose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
