@@ -43,6 +43,17 @@ directions that appear inside it.
 """The system-message template of PromptChatMemoryAdvisor (placeholders ``instructions``, ``memory``)."""
 
 
+def conversation_id_of(request: ChatClientRequest, default: str) -> str:
+    """The request's ``CONVERSATION_ID`` context value, else ``default`` (shared by every memory advisor)."""
+    value = request.context.get(ContextKeys.CONVERSATION_ID)
+    if value is None:
+        return default
+    text = str(value)
+    if not text.strip():
+        raise ValueError(f"the request context's {ContextKeys.CONVERSATION_ID!r} cannot be empty")
+    return text
+
+
 class _ChatMemoryAdvisor(BaseAdvisor):
     """What both memory advisors share: the conversation id, storing the turn, the four modes."""
 
@@ -57,13 +68,7 @@ class _ChatMemoryAdvisor(BaseAdvisor):
 
     def conversation_id_of(self, request: ChatClientRequest) -> str:
         """The request's ``CONVERSATION_ID`` context value, else the advisor's default."""
-        value = request.context.get(ContextKeys.CONVERSATION_ID)
-        if value is None:
-            return self.conversation_id
-        text = str(value)
-        if not text.strip():
-            raise ValueError(f"the request context's {ContextKeys.CONVERSATION_ID!r} cannot be empty")
-        return text
+        return conversation_id_of(request, self.conversation_id)
 
     # -- what subclasses define ---------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
+from advisors.memory import conversation_id_of
 from chatclient.advisor import DEFAULT_CHAT_MEMORY_ORDER, BaseAdvisor
 from chatclient.messages import AssistantMessage, SystemMessage, UserMessage
 from chatclient.models.base import ResponseAggregator
@@ -82,13 +83,7 @@ class VectorStoreChatMemoryAdvisor(BaseAdvisor):
     # -- request side ---------------------------------------------------------------------------
     def conversation_id_of(self, request: ChatClientRequest) -> str:
         """The request's ``CONVERSATION_ID`` context value, else the advisor's default."""
-        value = request.context.get(ContextKeys.CONVERSATION_ID)
-        if value is None:
-            return self.conversation_id
-        text = str(value)
-        if not text.strip():
-            raise ValueError(f"the request context's {ContextKeys.CONVERSATION_ID!r} cannot be empty")
-        return text
+        return conversation_id_of(request, self.conversation_id)
 
     def top_k_of(self, request: ChatClientRequest) -> int:
         """The request's ``VECTOR_MEMORY_TOP_K`` context value (an int or int text), else ``top_k``."""
