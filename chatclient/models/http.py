@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 import httpx
 
+from chatclient import observation
 from chatclient.errors import (
     AuthenticationError,
     ModelConnectionError,
@@ -44,6 +45,7 @@ from chatclient.errors import (
 )
 from chatclient.models.base import BaseChatModel, ChatResponse, ModelCapabilities
 from chatclient.models.sse import parse_json
+from chatclient.observation import Observation
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 
@@ -372,14 +374,24 @@ class HTTPTransport:
             delay,
         )
 
+    def _observe_attempt(self, path: str, retries: int) -> Observation | None:
+        # One observation per HTTP attempt, so retries are visible in traces.
+        observer = observation._observer
+        if observer is None:
+            return None
+        return observer.start_http_attempt(self.provider, "POST", self.base_url + path, retries + 1)
+
     def _send(self, path: str, body: Any, *, stream: bool) -> httpx.Response:
         client = self._sync_client()
         retries = 0
         error: ModelError
         while True:
             headers: httpx.Headers | None = None
+            obs = self._observe_attempt(path, retries)
             try:
                 response = client.send(self._build(client, path, body), stream=stream)
+                if obs is not None:
+                    obs.finish(response)
                 if response.status_code < 400:
                     return response
                 try:
@@ -389,6 +401,8 @@ class HTTPTransport:
                 error, headers = self._fail(response), response.headers
             except httpx.RequestError as exc:
                 error = _transport_error(self.provider, exc, self._secrets)
+                if obs is not None:
+                    obs.finish(error=error)
             delay = self.retry.delay(retries, error, headers)
             if delay is None:
                 raise error
@@ -402,8 +416,11 @@ class HTTPTransport:
         error: ModelError
         while True:
             headers: httpx.Headers | None = None
+            obs = self._observe_attempt(path, retries)
             try:
                 response = await client.send(self._build(client, path, body), stream=stream)
+                if obs is not None:
+                    obs.finish(response)
                 if response.status_code < 400:
                     return response
                 try:
@@ -413,6 +430,8 @@ class HTTPTransport:
                 error, headers = self._fail(response), response.headers
             except httpx.RequestError as exc:
                 error = _transport_error(self.provider, exc, self._secrets)
+                if obs is not None:
+                    obs.finish(error=error)
             delay = self.retry.delay(retries, error, headers)
             if delay is None:
                 raise error

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from chatclient import observation
 from chatclient.errors import ToolExecutionError, UnknownToolError
 from chatclient.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
@@ -150,6 +151,18 @@ class ToolCallingManager:
     # -- sync -------------------------------------------------------------------------------------
 
     def _run(self, call: ToolCall, cb: ToolCallback | None, plan: _Plan) -> ToolResponse:
+        if observation._observer is None:
+            return self._run_tool(call, cb, plan)
+        obs = observation._observer.start_tool(call.name, call.id, call.arguments)
+        try:
+            response = self._run_tool(call, cb, plan)
+        except BaseException as exc:
+            obs.finish(error=exc)
+            raise
+        obs.finish(response)
+        return response
+
+    def _run_tool(self, call: ToolCall, cb: ToolCallback | None, plan: _Plan) -> ToolResponse:
         if cb is None:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
         try:
@@ -188,6 +201,20 @@ class ToolCallingManager:
     # -- async ------------------------------------------------------------------------------------
 
     async def _arun(
+        self, call: ToolCall, cb: ToolCallback | None, plan: _Plan, gate: asyncio.Semaphore
+    ) -> ToolResponse:
+        if observation._observer is None:
+            return await self._arun_tool(call, cb, plan, gate)
+        obs = observation._observer.start_tool(call.name, call.id, call.arguments)
+        try:
+            response = await self._arun_tool(call, cb, plan, gate)
+        except BaseException as exc:
+            obs.finish(error=exc)
+            raise
+        obs.finish(response)
+        return response
+
+    async def _arun_tool(
         self, call: ToolCall, cb: ToolCallback | None, plan: _Plan, gate: asyncio.Semaphore
     ) -> ToolResponse:
         if cb is None:
