@@ -390,19 +390,25 @@ class HTTPTransport:
             obs = self._observe_attempt(path, retries)
             try:
                 response = client.send(self._build(client, path, body), stream=stream)
-                if obs is not None:
-                    obs.finish(response)
                 if response.status_code < 400:
+                    if obs is not None:
+                        obs.finish(response)
                     return response
                 try:
                     response.read()
                 finally:
                     response.close()
                 error, headers = self._fail(response), response.headers
+                if obs is not None:
+                    obs.finish(response)
             except httpx.RequestError as exc:
                 error = _transport_error(self.provider, exc, self._secrets)
                 if obs is not None:
                     obs.finish(error=error)
+            except BaseException as exc:  # cancellation and the like: end the attempt, then let it go
+                if obs is not None:
+                    obs.finish(error=exc)
+                raise
             delay = self.retry.delay(retries, error, headers)
             if delay is None:
                 raise error
@@ -419,19 +425,25 @@ class HTTPTransport:
             obs = self._observe_attempt(path, retries)
             try:
                 response = await client.send(self._build(client, path, body), stream=stream)
-                if obs is not None:
-                    obs.finish(response)
                 if response.status_code < 400:
+                    if obs is not None:
+                        obs.finish(response)
                     return response
                 try:
                     await response.aread()
                 finally:
                     await response.aclose()
                 error, headers = self._fail(response), response.headers
+                if obs is not None:
+                    obs.finish(response)
             except httpx.RequestError as exc:
                 error = _transport_error(self.provider, exc, self._secrets)
                 if obs is not None:
                     obs.finish(error=error)
+            except BaseException as exc:  # cancellation and the like: end the attempt, then let it go
+                if obs is not None:
+                    obs.finish(error=exc)
+                raise
             delay = self.retry.delay(retries, error, headers)
             if delay is None:
                 raise error

@@ -1,0 +1,166 @@
+"""Every example script runs (offline, on the scripted/function models) and prints what it promises.
+
+Each script is run as a user would run it — ``python examples/<name>.py`` in a subprocess, with the
+real-model environment variables removed so the offline model is used — and its output is checked
+for the facts the example demonstrates, not just for a zero exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+# quickstart.py runs the embedded llama.cpp model; it has its own test with the real model.
+NOT_HERE = {"quickstart.py", "_support.py"}
+REAL_MODEL_VARS = ("OPENAI_API_KEY", "CHATCLIENT_BASE_URL", "CHATCLIENT_MODEL")
+
+
+def run_example(name: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in REAL_MODEL_VARS}
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, f"{name} failed:\n{result.stdout}\n{result.stderr}"
+    # Without the real-model variables every example says it runs on the offline model.
+    assert "(offline, from chatclient.testing;" in result.stdout
+    return result.stdout
+
+
+def check_fluent_call(out: str) -> None:
+    assert "answer: Recursion is when a function solves a problem" in out
+    assert "finish reason: stop" in out
+    assert re.search(r"usage: [1-9]\d* prompt \+ [1-9]\d* completion tokens", out)
+    assert "pirate: Arr" in out
+    assert "sent system: You are a patient teacher. Answer in one sentence." in out
+    assert "sent user: Explain recursion to a beginner." in out
+
+
+def check_streaming(out: str) -> None:
+    assert "deltas: 'One' ', two' ', three' ', four' ', five.'" in out
+    assert "aggregated 4 chunks: 'Lisbon is the capital of Portugal.' (finish reason stop)" in out
+    partials = [line for line in out.splitlines() if line.startswith("partial:")]
+    assert len(partials) >= 3, partials
+    assert partials[0] == "partial: name='Lis' country=None population=None"
+    assert partials[-1] == "partial: name='Lisbon' country='Portugal' population=545000"
+
+
+def check_async_concurrent(out: str) -> None:
+    assert "50 concurrent calls" in out
+    assert "50 answers match their question" in out
+    assert "first answers: ['Lisbon has 6 letters.', 'Oslo has 4 letters.', 'Quito has 5 letters.']" in out
+    assert "streamed: Reykjavik has 9 letters." in out
+
+
+def check_custom_advisor(out: str) -> None:
+    for mode in ("call", "stream", "acall", "astream"):
+        assert re.search(rf"^\s*{mode}: 'It is a fine day.' dated=True timed=True$", out, re.MULTILINE), mode
+    # The date line was appended to the existing system message, not put in place of it.
+    assert f"system message sent: You are a concise assistant. | Today is {date.today().isoformat()}." in out
+
+
+def check_default_advisors(out: str) -> None:
+    assert "1: You can reset it from the login page" in out
+    assert "advisor order: ['outer-log:before', 'inner-log:before', 'inner-log:after', 'outer-log:after']" in out
+    assert "conversation id in the context: ada" in out
+    assert "Read the question again: How many r's are in 'strawberry'?" in out
+    assert "3: I can't respond to that because it touches on sensitive content." in out
+    assert "system sent: You are ACME's weekend support assistant. | script left: 0" in out
+
+
+def check_entity_extraction(out: str) -> None:
+    assert "person: name='Maria Silva' age=31 city='Lisbon'" in out
+    assert "Person(name='João', age=27, city='Porto')" in out
+    assert "sentiment: Sentiment.POSITIVE" in out
+    assert "validated: name='Maria Silva' age=31 city='Lisbon' after 2 model calls" in out
+    assert "at $.age: 'thirty-one' is not of type 'integer'" in out
+
+
+def check_tools(out: str) -> None:
+    # The two calls of one turn run concurrently, so their log lines may come in either order.
+    assert "[tool] get_weather('Lisbon') for tenant acme" in out
+    assert "[tool] get_weather('Oslo') for tenant acme" in out
+    assert "answer: Lisbon is sunny at 21 °C, while Oslo has light snow at 4.5 °C" in out
+    assert '"city":"Oslo","temp_c":4.5,"conditions":"light snow"' in out
+    assert "direct answer: Ticket #4711 opened. (finish reason return_direct)" in out
+
+
+def check_memory_sqlite(out: str) -> None:
+    lines = out.splitlines()
+    restart = lines.index("-- restart: a new repository and client on the same file --")
+    before, after = "\n".join(lines[:restart]), "\n".join(lines[restart:])
+    assert "< Your name is Ada." in before
+    assert "< I don't know your name yet." in before  # bob's conversation is separate
+    assert "< Your name is Ada." in after  # remembered across the restart, from the file
+    assert "stored for ada: 6 messages; conversations: ['ada', 'bob']" in after
+
+
+def check_rag_markdown(out: str) -> None:
+    assert "indexed 6 sections from 3 files in kettle/" in out
+    answers = [line for line in out.splitlines() if line.startswith("A: ")]
+    assert len(answers) == 3
+    assert "descale the kettle every four weeks" in answers[0]
+    assert "Green tea tastes best at 80 degrees" in answers[1]
+    assert "two-year warranty" in answers[2]
+    assert "sources: ['Descaling'" in out
+    assert "filtered: According to the manual: Our support team answers by phone" in out
+    assert "from files: ['warranty.md']" in out
+
+
+def check_safeguard(out: str) -> None:
+    assert "allowed: Paris is the capital of France." in out
+    assert "refused: Sorry, I can't help with that." in out
+    screened = next(line for line in out.splitlines() if line.startswith("screened stream:"))
+    assert "hunter2" not in screened and "sensitive content" in screened
+    assert "model calls: 3 (the refused request never reached the model)" in out
+
+
+def check_observability(out: str) -> None:
+    assert "answer: It is 14:05 in Tokyo." in out
+    tree = out.split("spans:\n", 1)[1]
+    assert tree.startswith("chat scripted  (input_tokens=")
+    assert "\n  advisor ToolCallAdvisor\n" in tree
+    assert tree.count("      advisor ChatModelAdvisor") == 2  # two model turns inside the tool loop
+    assert "\n    execute_tool get_time  (name=get_time)\n" in tree  # the tool ran between them
+    assert "metric gen_ai.client.token.usage input: count=1" in out
+    assert "metric gen_ai.client.operation.duration" in out
+
+
+CHECKS: dict[str, Callable[[str], None]] = {
+    "fluent_call.py": check_fluent_call,
+    "streaming.py": check_streaming,
+    "async_concurrent.py": check_async_concurrent,
+    "custom_advisor.py": check_custom_advisor,
+    "default_advisors.py": check_default_advisors,
+    "entity_extraction.py": check_entity_extraction,
+    "tools.py": check_tools,
+    "memory_sqlite.py": check_memory_sqlite,
+    "rag_markdown.py": check_rag_markdown,
+    "safeguard.py": check_safeguard,
+    "observability.py": check_observability,
+}
+
+
+def test_every_example_has_a_check() -> None:
+    scripts = {p.name for p in EXAMPLES.glob("*.py")} - NOT_HERE
+    assert scripts == set(CHECKS)
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_example(name: str) -> None:
+    if name == "observability.py":
+        pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+    CHECKS[name](run_example(name))
