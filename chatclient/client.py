@@ -621,7 +621,7 @@ class StreamResponseSpec(_ResponseSpecBase):
         if observation._observer is None:
             return chain.next_stream(request)
         obs = observation._observer.start_call("stream", request, self._model)
-        return observation.observe_iterator(obs, chain.next_stream(request))
+        return observation.observe_response_stream(obs, chain.next_stream(request))
 
     def chat_client_response(self) -> Iterator[ChatClientResponse]:
         return self._open()
@@ -665,7 +665,7 @@ class AsyncStreamResponseSpec(_ResponseSpecBase):
         if observation._observer is None:
             return chain.next_astream(request)
         obs = observation._observer.start_call("astream", request, self._model)
-        return observation.observe_async_iterator(obs, chain.next_astream(request))
+        return observation.observe_async_response_stream(obs, chain.next_astream(request))
 
     def chat_client_response(self) -> AsyncIterator[ChatClientResponse]:
         return self._open()

@@ -65,3 +65,36 @@ async def observe_async_iterator(observation: Observation, iterator: AsyncIterat
         observation.finish(error=exc)
         raise
     observation.finish(last)
+
+
+def observe_response_stream(observation: Observation, iterator: Iterator[Any]) -> Iterator[Any]:
+    """Like ``observe_iterator`` for a stream of ChatClientResponses: finishes with their aggregate."""
+    from chatclient.models.base import ResponseAggregator
+    from chatclient.request import ChatClientResponse
+
+    aggregator = ResponseAggregator()
+    last = None
+    try:
+        for last in iterator:
+            aggregator.add(last.chat_response)
+            yield last
+    except BaseException as exc:
+        observation.finish(error=exc)
+        raise
+    observation.finish(ChatClientResponse(aggregator.result(), last.context if last is not None else {}))
+
+
+async def observe_async_response_stream(observation: Observation, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    from chatclient.models.base import ResponseAggregator
+    from chatclient.request import ChatClientResponse
+
+    aggregator = ResponseAggregator()
+    last = None
+    try:
+        async for last in iterator:
+            aggregator.add(last.chat_response)
+            yield last
+    except BaseException as exc:
+        observation.finish(error=exc)
+        raise
+    observation.finish(ChatClientResponse(aggregator.result(), last.context if last is not None else {}))

@@ -19,9 +19,8 @@ What is recorded:
   ``gen_ai.client.operation.duration`` (seconds), one record per client call.
 
 Prompt and completion text (``gen_ai.input.messages``, ``gen_ai.output.messages``, tool arguments
-and results) is recorded only with ``capture_content=True``: it may hold personal data. In stream
-modes the observer sees only the last chunk of each stream, so completion text is not recorded
-there (usage, finish reasons and ids are, since the last chunk carries them).
+and results) is recorded only with ``capture_content=True``: it may hold personal data. A streamed
+call is recorded whole: its observation finishes with the aggregate of the chunks.
 
 Parenting. Spans are started with an explicit parent taken from a context variable holding the
 chain of open chatclient spans, never by attaching a context inside a generator: a stream's spans
@@ -373,8 +372,8 @@ class OpenTelemetryObserver:
     def _on_result(self, obs: _SpanObservation, span: Span, result: Any, error: BaseException | None) -> None:
         kind = obs._kind
         if kind == "call":
-            # A stream's observation sees only its last chunk: its text is not the completion.
-            self._on_call_result(span, _chat_response(result), content=obs._mode in ("call", "acall"))
+            # Streams finish with the aggregate of their chunks, so every mode has the whole completion.
+            self._on_call_result(span, _chat_response(result), content=True)
         elif kind == "model_advisor":
             reasons = _finish_reasons(_chat_response(result))
             if reasons:

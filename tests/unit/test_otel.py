@@ -323,14 +323,11 @@ def test_content_is_recorded_when_asked(otel_content: Telemetry, mode: str) -> N
         {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
         {"role": "user", "parts": [{"type": "text", "content": "What is it?"}]},
     ]
-    if mode in ("call", "acall"):
-        answer = json.loads(str(attrs["gen_ai.output.messages"]))
-        assert answer == [
-            {"role": "assistant", "parts": [{"type": "text", "content": "The answer"}], "finish_reason": "stop"}
-        ]
-    else:
-        # A stream's observation sees only its last chunk, which is not the completion.
-        assert "gen_ai.output.messages" not in attrs
+    # Streams are recorded whole: the call span of a stream sees the aggregate of its chunks.
+    answer = json.loads(str(attrs["gen_ai.output.messages"]))
+    assert answer == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "The answer"}], "finish_reason": "stop"}
+    ]
 
 
 # -- metrics ------------------------------------------------------------------------------------------
