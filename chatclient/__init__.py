@@ -57,6 +57,26 @@ from chatclient.templates import JinjaTemplateRenderer, NoOpTemplateRenderer, Te
 
 __version__ = "0.1.0"
 
+# Structured-output converters pull in pydantic, so they load on first access only.
+_LAZY = {
+    "StructuredOutputConverter": "chatclient.converters",
+    "EntityOutputConverter": "chatclient.converters",
+    "MapOutputConverter": "chatclient.converters",
+    "ListOutputConverter": "chatclient.converters",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chatclient' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "DEFAULT_CHAT_MEMORY_ORDER",
     "HIGHEST_PRECEDENCE",
@@ -84,6 +104,10 @@ __all__ = [
     "ChatResponse",
     "ChatResponseMetadata",
     "ContextKeys",
+    "EntityOutputConverter",
+    "ListOutputConverter",
+    "MapOutputConverter",
+    "StructuredOutputConverter",
     "Generation",
     "GenerationMetadata",
     "JinjaTemplateRenderer",
