@@ -9,6 +9,7 @@ sorting and walking the chain, the terminal advisor, and the response spec.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -71,12 +72,15 @@ def import_time_ms() -> tuple[float, list[str]]:
         "heavy=[m for m in ('numpy','jsonschema','httpx','pydantic','chatclient.models.openai',"
         "'chatclient.models.anthropic','chatclient.models.ollama') if m in sys.modules]; print(d*1000); print(heavy)"
     )
+    # Measure as a user's install would run: with bytecode caches (some sandboxes set
+    # PYTHONDONTWRITEBYTECODE, which makes every import recompile the sources). One warm-up run writes them.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", "import chatclient"], env=env, check=True)
     runs = []
     heavy: list[str] = []
     for _ in range(5):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(
-            "\n"
-        )
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        out = result.stdout.split("\n")
         runs.append(float(out[0]))
         heavy = eval(out[1])  # our own subprocess's printed list
     return statistics.median(runs), heavy
