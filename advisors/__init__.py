@@ -5,8 +5,7 @@ from advisors import SimpleLoggerAdvisor, ReReadingAdvisor, SafeGuardAdvisor
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from chatclient._lazy import lazy_getattr
 
 # public name -> module that defines it (kept lazy so importing one advisor does not pull in all)
 _WHERE = {
@@ -25,13 +24,7 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'advisors' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("advisors", _WHERE, globals())
 
 
 def __dir__() -> list[str]:

@@ -5,6 +5,7 @@ client = ChatClient.builder(model).default_system("Be brief.").build()
 print(client.prompt("Hello").call().content())
 """
 
+from chatclient._lazy import lazy_getattr
 from chatclient.advisor import (
     DEFAULT_CHAT_MEMORY_ORDER,
     HIGHEST_PRECEDENCE,
@@ -66,15 +67,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chatclient' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("chatclient", _LAZY, globals())
 
 
 __all__ = [

@@ -10,9 +10,7 @@ The PostgreSQL and Redis repositories import their drivers on first use (extras 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from chatclient._lazy import lazy_getattr
 from chatclient.memory.base import (
     DEFAULT_CONVERSATION_ID,
     AtomicChatMemoryRepository,
@@ -45,13 +43,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chatclient.memory' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("chatclient.memory", _LAZY, globals())
 
 
 __all__ = [

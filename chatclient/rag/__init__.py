@@ -11,8 +11,9 @@ first store or embedding model (``import chatclient`` never loads it).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from chatclient._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from chatclient.rag.augmenters import ContextualQueryAugmenter as ContextualQueryAugmenter
@@ -90,13 +91,7 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'chatclient.rag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("chatclient.rag", _WHERE, globals())
 
 
 def __dir__() -> list[str]:
