@@ -41,11 +41,39 @@ class Media:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A model's request to call a tool; ``arguments`` is the raw JSON text the model produced."""
+    """A model's request to call a tool; ``arguments`` is the raw JSON text the model produced.
+
+    ``metadata`` carries provider data that must travel back with the call in the next request
+    (for example Gemini's ``thought_signature``); it takes part in equality but not in the hash.
+    """
 
     id: str
     name: str
     arguments: str
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", _freeze(self.metadata))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.name, self.arguments))
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """One block of a model's reasoning ("thinking") that preceded its answer.
+
+    ``text`` is the readable reasoning (empty when the provider hides it). ``signature`` is the
+    provider's opaque token that proves the block is authentic (Anthropic requires it back, with the
+    block, in the follow-up request of a tool loop); ``redacted`` holds encrypted reasoning the
+    provider returned instead of text (Anthropic ``redacted_thinking``). ``provider`` names who made
+    the block, so a different provider is not sent data it cannot verify.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+    provider: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +126,28 @@ class UserMessage:
 
 @dataclass(frozen=True, slots=True)
 class AssistantMessage:
-    """What the model answered: text, tool calls, or both."""
+    """What the model answered: text, tool calls, or both.
+
+    ``reasoning`` holds the model's thinking blocks in the order they came (kept apart from
+    ``text``, which is the answer only); ``refusal`` is the model's explanation when it declined to
+    answer (OpenAI ``message.refusal``), ``None`` otherwise.
+    """
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    reasoning: tuple[Reasoning, ...] = ()
+    refusal: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         object.__setattr__(self, "metadata", _freeze(self.metadata))
+        object.__setattr__(self, "reasoning", tuple(self.reasoning))
+
+    @property
+    def reasoning_text(self) -> str:
+        """All readable reasoning of this message, joined (empty when there is none)."""
+        return "".join(r.text for r in self.reasoning)
 
     @property
     def type(self) -> MessageType:

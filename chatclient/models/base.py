@@ -22,22 +22,53 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts of one or more model calls; ``+`` sums them."""
+    """Token counts of one or more model calls; ``+`` sums them.
+
+    The same rule holds for every provider: ``prompt_tokens`` is the whole input, cached tokens
+    included; ``cached_input_tokens`` (read from a prompt cache) and ``cache_write_tokens`` (written
+    to it) are the parts of it that the provider reported; ``reasoning_tokens`` is the part of
+    ``completion_tokens`` spent thinking. ``reported_total_tokens`` keeps the server's own total
+    when it differs from prompt + completion (some providers count more in it); ``total_tokens``
+    prefers it.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    reported_total_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int:
+        if self.reported_total_tokens is not None:
+            return self.reported_total_tokens
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+        reported = None
+        if self.reported_total_tokens is not None or other.reported_total_tokens is not None:
+            reported = self.total_tokens + other.total_tokens
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            reported,
+        )
 
     def is_empty(self) -> bool:
-        return self.prompt_tokens == 0 and self.completion_tokens == 0
+        return (
+            self.prompt_tokens == 0
+            and self.completion_tokens == 0
+            and self.cached_input_tokens == 0
+            and self.cache_write_tokens == 0
+            and self.reasoning_tokens == 0
+            and not self.reported_total_tokens
+        )
 
 
 @dataclass(frozen=True, slots=True)
