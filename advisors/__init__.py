@@ -19,6 +19,7 @@ _WHERE = {
     "RetrievalAugmentationAdvisor": "advisors.rag",
     "ToolCallAdvisor": "chatclient.tools",
     "StructuredOutputValidationAdvisor": "advisors.validation",
+    "PromptCachingAdvisor": "advisors.prompt_caching",
 }
 
 __all__ = sorted(_WHERE)

@@ -1,17 +1,25 @@
 """Chat memory advisors: give each request the conversation so far, and remember the new turn.
 
 ``MessageChatMemoryAdvisor`` sends the history as messages; ``PromptChatMemoryAdvisor`` renders it
-into the system message. Both store the user's message before the call and, after it, the tool
-exchange of the turn (``ContextKeys.TOOL_EXCHANGE``) followed by the answer. Streams store the
-aggregated answer once, when the stream ends (a stream abandoned before its end stores no answer).
-The conversation id comes from the request context (``ContextKeys.CONVERSATION_ID``), else from the
-advisor's ``conversation_id``.
+into the system message. Both store a turn once it is over, in one write: the user's message, the
+tool exchange of the turn (``ContextKeys.TOOL_EXCHANGE``), then the answer. Streams store the
+aggregated answer when the stream ends. The conversation id comes from the request context
+(``ContextKeys.CONVERSATION_ID``), else from the advisor's ``conversation_id``.
+
+The refusal rule: a turn that was refused is not stored at all, neither the question nor the
+refusal. A turn is refused when its response context carries ``ContextKeys.REFUSED`` (set by
+``SafeGuardAdvisor`` inside the memory advisor), or when a response screen registered in the context
+(``ContextKeys.RESPONSE_SCREENS``, by ``SafeGuardAdvisor(check_response=True)`` around the memory
+advisor) rejects the answer. History therefore holds only turns that passed the screens, and a
+safeguard that screens the whole history cannot get stuck refusing every later turn. A failed turn
+(an exception) or an abandoned stream stores the question only, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
 from xml.sax.saxutils import escape
 
 from chatclient.advisor import DEFAULT_CHAT_MEMORY_ORDER, AdvisorChain, BaseAdvisor
@@ -24,7 +32,7 @@ from chatclient.messages import (
     UserMessage,
 )
 from chatclient.models.base import ChatResponse, ResponseAggregator
-from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
+from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys, apply_screens, screens_of
 from chatclient.templates import JinjaTemplateRenderer, TemplateRenderer, default_renderer
 
 # Quotes are escaped too, so an entry cannot break out of an attribute in a custom template.
@@ -78,18 +86,27 @@ class _ChatMemoryAdvisor(BaseAdvisor):
 
     # -- shared steps --------------------------------------------------------------------------
 
-    def _prepare(self, request: ChatClientRequest, conversation_id: str) -> ChatClientRequest:
+    def _prepare(self, request: ChatClientRequest, conversation_id: str) -> tuple[ChatClientRequest, Message | None]:
         augmented = self.augment(request, self.chat_memory.get(conversation_id))
         # The user's message as given: output-format instructions are appended later, by the
-        # terminal advisor, so they never reach memory.
-        incoming = _incoming_message(request.prompt.messages)
+        # terminal advisor, so they never reach memory. It is stored with the answer, after the
+        # call, so that a refused turn can be left out entirely.
+        return augmented, _incoming_message(request.prompt.messages)
+
+    def _remember_question(self, incoming: Message | None, conversation_id: str) -> None:
         if incoming is not None:
             self.chat_memory.add(conversation_id, incoming)
-        return augmented
 
-    def _remember(self, exchange: Sequence[Message], answers: Sequence[AssistantMessage], conversation_id: str) -> None:
+    def _remember(
+        self,
+        incoming: Message | None,
+        exchange: Sequence[Message],
+        answers: Sequence[AssistantMessage],
+        conversation_id: str,
+    ) -> None:
         called = {c.id for m in exchange if isinstance(m, AssistantMessage) for c in m.tool_calls}
-        to_store: list[Message] = list(exchange)
+        to_store: list[Message] = [incoming] if incoming is not None else []
+        to_store.extend(exchange)
         for answer in answers:
             if answer.tool_calls and called:
                 # Tool-call chunks streamed by the tool loop are already stored in the exchange.
@@ -104,38 +121,67 @@ class _ChatMemoryAdvisor(BaseAdvisor):
 
     def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         cid = self.conversation_id_of(request)
-        response = chain.next_call(self._prepare(request, cid))
-        self._remember(_exchange(response), _answers(response.chat_response), cid)
+        prepared, incoming = self._prepare(request, cid)
+        try:
+            response = chain.next_call(prepared)
+        except Exception:
+            self._remember_question(incoming, cid)
+            raise
+        if not is_refused(request, (response.context,), response.chat_response):
+            self._remember(incoming, _exchange(response), _answers(response.chat_response), cid)
         return response
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         cid = self.conversation_id_of(request)
         # Repositories do blocking I/O: keep it off the event loop.
-        prepared = await asyncio.to_thread(self._prepare, request, cid)
-        response = await chain.next_acall(prepared)
-        await asyncio.to_thread(self._remember, _exchange(response), _answers(response.chat_response), cid)
+        prepared, incoming = await asyncio.to_thread(self._prepare, request, cid)
+        try:
+            response = await chain.next_acall(prepared)
+        except Exception:
+            await asyncio.to_thread(self._remember_question, incoming, cid)
+            raise
+        if not is_refused(request, (response.context,), response.chat_response):
+            await asyncio.to_thread(
+                self._remember, incoming, _exchange(response), _answers(response.chat_response), cid
+            )
         return response
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
         cid = self.conversation_id_of(request)
+        prepared, incoming = self._prepare(request, cid)
         collector = _StreamCollector()
-        for response in chain.next_stream(self._prepare(request, cid)):
-            collector.add(response)
-            yield response
-        if collector.last is not None:
-            self._remember(collector.exchange, collector.answers(), cid)
+        ended = False
+        try:
+            for response in chain.next_stream(prepared):
+                collector.add(response)
+                yield response
+            ended = True
+        finally:
+            if not ended and not collector.refused:
+                # Failed or abandoned before its end: keep the question, there is no answer to keep.
+                self._remember_question(incoming, cid)
+        if not is_refused(request, collector.contexts, collector.aggregate()):
+            self._remember(incoming, collector.exchange, collector.answers(), cid)
 
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         cid = self.conversation_id_of(request)
+        prepared, incoming = await asyncio.to_thread(self._prepare, request, cid)
         collector = _StreamCollector()
-        prepared = await asyncio.to_thread(self._prepare, request, cid)
-        async for response in chain.next_astream(prepared):
-            collector.add(response)
-            yield response
-        if collector.last is not None:
-            await asyncio.to_thread(self._remember, collector.exchange, collector.answers(), cid)
+        ended = False
+        try:
+            async for response in chain.next_astream(prepared):
+                collector.add(response)
+                yield response
+            ended = True
+        finally:
+            if not ended and not collector.refused:
+                # Synchronous on purpose: awaiting inside the finally of an async generator that is
+                # being closed (aclose / loop shutdown) is not reliable; this is one small write.
+                self._remember_question(incoming, cid)
+        if not is_refused(request, collector.contexts, collector.aggregate()):
+            await asyncio.to_thread(self._remember, incoming, collector.exchange, collector.answers(), cid)
 
     def __repr__(self) -> str:
         return f"{self.name}(conversation_id={self.conversation_id!r}, order={self.order})"
@@ -230,6 +276,19 @@ def _incoming_message(messages: Sequence[Message]) -> Message | None:
     return None
 
 
+def is_refused(
+    request: ChatClientRequest, contexts: Sequence[Mapping[str, Any]], chat_response: ChatResponse | None
+) -> bool:
+    """Whether a turn was refused and must stay out of memory (see the module docstring's rule).
+
+    ``contexts`` are the response contexts of the turn; the screens come from them and from the
+    request context (screens of advisors around the memory advisor). Shared by memory advisors.
+    """
+    if any(context.get(ContextKeys.REFUSED) for context in contexts):
+        return True
+    return apply_screens(screens_of(request.context, *contexts), chat_response) is not None
+
+
 def _exchange(response: ChatClientResponse) -> tuple[Message, ...]:
     return tuple(response.context.get(ContextKeys.TOOL_EXCHANGE) or ())
 
@@ -243,16 +302,25 @@ def _answers(chat_response: ChatResponse | None) -> list[AssistantMessage]:
 class _StreamCollector:
     """Aggregates a stream's chunks and keeps the tool exchange of the chunk that carries it."""
 
-    __slots__ = ("_aggregator", "_seen", "exchange", "last")
+    __slots__ = ("_aggregator", "_screens", "_seen", "exchange", "last", "refused")
 
     def __init__(self) -> None:
         self._aggregator = ResponseAggregator()
         self._seen = False
         self.exchange: tuple[Message, ...] = ()
         self.last: ChatClientResponse | None = None
+        self.refused = False
+        self._screens: tuple[Any, ...] = ()
 
     def add(self, response: ChatClientResponse) -> None:
         self.last = response
+        context = response.context
+        if context.get(ContextKeys.REFUSED):
+            self.refused = True
+        screens = context.get(ContextKeys.RESPONSE_SCREENS)
+        if screens and screens is not self._screens:
+            # Merged, not listed per chunk: a long stream must not grow a list of contexts.
+            self._screens = screens_of({ContextKeys.RESPONSE_SCREENS: self._screens}, context)
         exchange = _exchange(response)
         if exchange:
             self.exchange = exchange
@@ -260,10 +328,22 @@ class _StreamCollector:
             self._seen = True
             self._aggregator.add(response.chat_response)
 
+    @property
+    def contexts(self) -> tuple[Mapping[str, Any], ...]:
+        """One context summing up the stream: whether any chunk was refused, and every screen seen."""
+        return ({ContextKeys.REFUSED: self.refused, ContextKeys.RESPONSE_SCREENS: self._screens},)
+
+    def aggregate(self) -> ChatResponse | None:
+        return self._aggregator.result() if self._seen else None
+
     def answers(self) -> list[AssistantMessage]:
-        if not self._seen:
-            return []
-        return _answers(self._aggregator.result())
+        return _answers(self.aggregate())
 
 
-__all__ = ["DEFAULT_MEMORY_TEMPLATE", "MessageChatMemoryAdvisor", "PromptChatMemoryAdvisor", "render_history"]
+__all__ = [
+    "DEFAULT_MEMORY_TEMPLATE",
+    "MessageChatMemoryAdvisor",
+    "PromptChatMemoryAdvisor",
+    "is_refused",
+    "render_history",
+]

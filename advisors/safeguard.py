@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import re
+import unicodedata
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 from chatclient.advisor import (
@@ -12,19 +15,96 @@ from chatclient.advisor import (
     StreamAdvisor,
 )
 from chatclient.models.base import ChatResponse, ResponseAggregator
-from chatclient.request import ChatClientRequest, ChatClientResponse
+from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys, ResponseScreen
 
 DEFAULT_FAILURE_RESPONSE = (
     "I can't respond to that because it touches on sensitive content. Could you rephrase it or ask something else?"
 )
 
+# Default-ignorable code points outside category Cf (which is removed wholesale): they render as
+# nothing, so a word split by them looks whole to a reader. Unicode's Default_Ignorable_Code_Point.
+_IGNORABLE_RANGES = (
+    (0x034F, 0x034F),  # combining grapheme joiner
+    (0x115F, 0x1160),  # Hangul choseong/jungseong fillers
+    (0x17B4, 0x17B5),  # Khmer inherent vowels
+    (0x180B, 0x180F),  # Mongolian free variation selectors and vowel separator
+    (0x3164, 0x3164),  # Hangul filler
+    (0xFE00, 0xFE0F),  # variation selectors
+    (0xFFA0, 0xFFA0),  # halfwidth Hangul filler
+    (0xFFF0, 0xFFF8),  # unassigned specials
+    (0x1BCA0, 0x1BCA3),  # shorthand format controls
+    (0x1D173, 0x1D17A),  # musical symbol format controls
+    (0xE0000, 0xE0FFF),  # tags and variation selectors supplement
+)
+# Where Unicode (up to 15.1) puts its format characters: the BMP, plane 1, and the tags block of
+# plane 14. Scanning only these keeps the one-time table build to a few milliseconds.
+_SCAN_RANGES = ((0, 0x20000), (0xE0000, 0xE1000))
+
+
+@functools.cache
+def _invisible_pattern() -> re.Pattern[str]:
+    """One character class of everything a reader cannot see (built once, on first use)."""
+    codes = {c for lo, hi in _SCAN_RANGES for c in range(lo, hi) if unicodedata.category(chr(c)) == "Cf"}
+    for lo, hi in _IGNORABLE_RANGES:
+        codes.update(range(lo, hi + 1))
+    # Control characters too (a NUL between letters is as invisible as a zero-width space), but not
+    # tab and line breaks, which a reader does see as separators.
+    codes.update(c for c in (*range(0x20), *range(0x7F, 0xA0)) if chr(c) not in "\t\n\r")
+    ranges: list[str] = []
+    start = prev = -2
+    for code in sorted(codes):
+        if code != prev + 1:
+            if start >= 0:
+                ranges.append(_span(start, prev))
+            start = code
+        prev = code
+    ranges.append(_span(start, prev))
+    return re.compile("[" + "".join(ranges) + "]")
+
+
+def _span(lo: int, hi: int) -> str:
+    return re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
+
+
+def _strip_invisible(text: str) -> str:
+    return _invisible_pattern().sub("", text)
+
+
+def normalize_for_matching(text: str) -> str:
+    """The form ``SafeGuardAdvisor`` compares: what a reader sees, not how it is encoded.
+
+    Invisible and format characters (Unicode category Cf such as zero-width space/joiner, soft
+    hyphen, BOM and bidi controls; other default-ignorable code points; control characters other
+    than tab and line breaks) are removed, then the text is NFKC-normalised (fullwidth and other
+    compatibility forms become their plain letters) and case-folded.
+
+    >>> normalize_for_matching("\\uff30\\uff21ss\\u200bword")  # fullwidth "PA", a zero-width space
+    'password'
+    """
+    if text.isascii():
+        # ASCII has no format characters and no compatibility forms: skip the per-character pass.
+        return _strip_invisible(text).casefold() if not text.isprintable() else text.casefold()
+    cleaned = unicodedata.normalize("NFKC", _strip_invisible(text))
+    # Case folding can produce text that is not NFKC again (and NFKC can expose ignorables): repeat.
+    return _strip_invisible(unicodedata.normalize("NFKC", cleaned.casefold()))
+
 
 class SafeGuardAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvisor):
     """Short-circuits with ``failure_response`` when any message contains a sensitive word.
 
-    Matching is a case-insensitive substring test over every message text. The model is never called
-    for a refused request. With ``check_response=True`` the model's answer is screened too; a stream
-    is then buffered and released only once the whole answer passed the screen.
+    Matching is a substring test over every message text after ``normalize_for_matching`` on both
+    sides (invisible characters removed, NFKC, case-folded): ``"pass\\u200bword"`` and fullwidth
+    ``"\\uff30\\uff21\\uff33\\uff33..."`` match ``"password"``. The model is never called for a refused request.
+
+    With ``check_response=True`` every answer that reaches the caller is screened: the model's
+    answer (a stream is buffered and released only once the whole answer passed), and answers built
+    by advisors around this one after it returned, such as a ``return_direct`` tool result — this
+    advisor registers its check under ``ContextKeys.RESPONSE_SCREENS`` and the tool loop applies it.
+
+    A refusal carries ``ContextKeys.REFUSED`` (this advisor's name) in its context and
+    ``safeguard_blocked=True`` in its metadata. Memory advisors never store a refused turn, neither
+    the question nor the refusal, so one refused message does not get every later turn of the
+    conversation refused (the screen covers the whole history the model would see).
     """
 
     def __init__(
@@ -42,40 +122,70 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStream
         if failure_response is None:
             raise ValueError("failure_response cannot be None")
         self.sensitive_words = tuple(w for w in sensitive_words if w)
-        self._needles = tuple(w.casefold() for w in self.sensitive_words)
+        # A word made only of invisible characters would normalise to "" and match everything.
+        self._needles = tuple(dict.fromkeys(n for w in self.sensitive_words if (n := normalize_for_matching(w))))
         self.failure_response = failure_response
         self.check_response = check_response
         self.order = order
 
     def is_sensitive(self, text: str | None) -> bool:
+        """Whether ``text`` contains a sensitive word once both are normalised."""
         if not text or not self._needles:
             return False
-        haystack = text.casefold()
+        haystack = normalize_for_matching(text)
         return any(n in haystack for n in self._needles)
 
-    def _refusal(self, request: ChatClientRequest) -> ChatClientResponse:
-        response = ChatResponse.of_text(self.failure_response, safeguard_blocked=True)
-        return ChatClientResponse(response, request.context)
+    def screen(self, chat_response: ChatResponse) -> ChatResponse | None:
+        """The refusal to send instead of ``chat_response`` when any of its answers is sensitive, else ``None``.
 
-    def _blocked_answer(self, response: ChatClientResponse) -> bool:
+        This is the ``ResponseScreen`` the advisor registers when ``check_response`` is on.
+        """
+        if any(self.is_sensitive(g.output.text) for g in chat_response.generations):
+            return self._refusal_response()
+        return None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _refusal_response(self) -> ChatResponse:
+        return ChatResponse.of_text(self.failure_response, safeguard_blocked=True)
+
+    def _refusal(self, request: ChatClientRequest) -> ChatClientResponse:
+        context = {**request.context, ContextKeys.REFUSED: self.name}
+        return ChatClientResponse(self._refusal_response(), context)
+
+    def _screens(self, context: ChatClientRequest | ChatClientResponse) -> dict[str, tuple[ResponseScreen, ...]]:
+        existing = context.context.get(ContextKeys.RESPONSE_SCREENS)
+        screens: tuple[ResponseScreen, ...] = tuple(existing) if isinstance(existing, (tuple, list)) else ()
+        mine: ResponseScreen = self.screen
+        return {ContextKeys.RESPONSE_SCREENS: screens if mine in screens else (*screens, mine)}
+
+    def _inward(self, request: ChatClientRequest) -> ChatClientRequest:
+        # Advisors inside this one (memory) screen what they persist with this advisor's check.
+        return request.mutate(context=self._screens(request)) if self.check_response else request
+
+    def _outward(self, response: ChatClientResponse) -> ChatClientResponse:
+        # Advisors outside this one (the tool loop) screen answers they build after it returned.
+        return response.mutate(context=self._screens(response))
+
+    def _checked(self, request: ChatClientRequest, response: ChatClientResponse) -> ChatClientResponse:
         cr = response.chat_response
-        return cr is not None and any(self.is_sensitive(g.output.text) for g in cr.generations)
+        if cr is not None and self.screen(cr) is not None:
+            return self._refusal(request)
+        return self._outward(response)
+
+    # -- the four modes -------------------------------------------------------------------------
 
     def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         if self.is_sensitive(request.prompt.contents):
             return self._refusal(request)
-        response = chain.next_call(request)
-        if self.check_response and self._blocked_answer(response):
-            return self._refusal(request)
-        return response
+        response = chain.next_call(self._inward(request))
+        return self._checked(request, response) if self.check_response else response
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         if self.is_sensitive(request.prompt.contents):
             return self._refusal(request)
-        response = await chain.next_acall(request)
-        if self.check_response and self._blocked_answer(response):
-            return self._refusal(request)
-        return response
+        response = await chain.next_acall(self._inward(request))
+        return self._checked(request, response) if self.check_response else response
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
         if self.is_sensitive(request.prompt.contents):
@@ -84,8 +194,8 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStream
         if not self.check_response:
             yield from chain.next_stream(request)
             return
-        buffered = list(chain.next_stream(request))
-        yield from self._screen(request, buffered)
+        buffered = list(chain.next_stream(self._inward(request)))
+        yield from self._screen_stream(request, buffered)
 
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
@@ -97,14 +207,18 @@ class SafeGuardAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStream
             async for chunk in chain.next_astream(request):
                 yield chunk
             return
-        buffered = [chunk async for chunk in chain.next_astream(request)]
-        for chunk in self._screen(request, buffered):
+        buffered = [chunk async for chunk in chain.next_astream(self._inward(request))]
+        for chunk in self._screen_stream(request, buffered):
             yield chunk
 
-    def _screen(self, request: ChatClientRequest, chunks: list[ChatClientResponse]) -> list[ChatClientResponse]:
+    def _screen_stream(self, request: ChatClientRequest, chunks: list[ChatClientResponse]) -> list[ChatClientResponse]:
         aggregator = ResponseAggregator()
         for c in chunks:
             aggregator.add(c.chat_response)
-        if self.is_sensitive(aggregator.result().text):
+        # Every generation of the whole answer, not only the first (return-direct answers have several).
+        if self.screen(aggregator.result()) is not None:
             return [self._refusal(request)]
-        return chunks
+        return [self._outward(c) for c in chunks]
+
+
+__all__ = ["DEFAULT_FAILURE_RESPONSE", "SafeGuardAdvisor", "normalize_for_matching"]

@@ -11,7 +11,11 @@ earlier attempts never pile up in the prompt. At most ``max_repeat_attempts + 1`
 made; the last response is returned, valid or not (``entity()`` then raises if it cannot convert).
 
 A response that asks for tools is passed back unvalidated (the tool loop, which sits outside this
-advisor, runs the tools and comes back). The usage of every attempt is summed into the returned
+advisor, runs the tools and comes back). Re-asking cannot help, so the advisor stops early and
+says why in ``validation_stopped`` (which ``entity()``'s error then reports) when the model refused
+(``AssistantMessage.refusal``), when the answer was cut off by the token limit (finish reason
+``length``: the same limit would cut it again), or when the model gave the same invalid answer as
+on the previous attempt (it cannot follow the format). The usage of every attempt is summed into the returned
 response's metadata, and ``validation_attempts`` in its ``extra`` says how many calls were made.
 In the stream modes each attempt is buffered, validated when it ends, and only the accepted
 attempt's chunks are replayed downstream.
@@ -24,6 +28,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from chatclient import jsonsafe
 from chatclient.advisor import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
@@ -96,11 +101,19 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
         segment = first_json_value(cleaned)
         if segment is None:
             return [f"at $: the answer is not valid JSON ({_json_problem(cleaned)}); answer with the JSON value only"]
-        instance = json.loads(segment)
-        errors = [
-            f"at {_json_path(e.absolute_path)}: {_short(e.message)}"
-            for e in sorted(self._schema_validator().iter_errors(instance), key=_error_sort_key)
-        ]
+        from chatclient.jsonsafe import JSONDepthError, loads
+
+        try:
+            instance = loads(segment)
+        except JSONDepthError as exc:
+            return [f"at $: the answer is not usable JSON ({exc})"]
+        try:
+            errors = [
+                f"at {_json_path(e.absolute_path)}: {_short(e.message)}"
+                for e in sorted(self._schema_validator().iter_errors(instance), key=_error_sort_key)
+            ]
+        except RecursionError:  # jsonschema recurses per level of a recursive schema ($ref to itself)
+            return ["at $: the answer nests too deeply to validate; answer with a flatter JSON value"]
         if errors:
             return errors
         from pydantic import ValidationError
@@ -140,55 +153,81 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
         errors = self.validate(response.text if response is not None else None)
         return errors or None
 
+    def _judge(self, response: ChatResponse | None, previous: str | None) -> tuple[list[str] | None, str | None]:
+        """The problems of ``response`` (None: accepted) and, when re-asking is pointless, why."""
+        generation = response.result if response is not None else None
+        if generation is not None and generation.output.refusal:
+            return None, "the model refused to answer"
+        errors = self._check(response)
+        if errors is None or generation is None:
+            return errors, None
+        if generation.finish_reason == "length":
+            return errors, (
+                "the answer was cut off by the token limit (finish reason 'length'); the same limit would cut "
+                "a new attempt too, so raise max_tokens"
+            )
+        text = generation.output.text
+        if previous is not None and (text or "").strip() == previous.strip():
+            return errors, "the model gave the same invalid answer twice; it cannot follow this format"
+        return errors, None
+
     # -- the four modes --------------------------------------------------------------------------
 
     def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         attempt_request, usage = request, Usage()
+        previous: str | None = None
         for attempt in range(1, self.max_repeat_attempts + 2):
             response = chain.copy(self).next_call(attempt_request)
             usage = _add_usage(usage, response.chat_response)
-            errors = self._check(response.chat_response)
-            if errors is None or attempt > self.max_repeat_attempts:
-                return _finish(response, usage, attempt)
+            errors, stop = self._judge(response.chat_response, previous)
+            if errors is None or stop is not None or attempt > self.max_repeat_attempts:
+                return _finish(response, usage, attempt, stop)
+            previous = _text(response.chat_response)
             attempt_request = self._retry_request(request, errors)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         attempt_request, usage = request, Usage()
+        previous: str | None = None
         for attempt in range(1, self.max_repeat_attempts + 2):
             response = await chain.copy(self).next_acall(attempt_request)
             usage = _add_usage(usage, response.chat_response)
-            errors = self._check(response.chat_response)
-            if errors is None or attempt > self.max_repeat_attempts:
-                return _finish(response, usage, attempt)
+            errors, stop = self._judge(response.chat_response, previous)
+            if errors is None or stop is not None or attempt > self.max_repeat_attempts:
+                return _finish(response, usage, attempt, stop)
+            previous = _text(response.chat_response)
             attempt_request = self._retry_request(request, errors)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
         attempt_request, usage = request, Usage()
+        previous: str | None = None
         for attempt in range(1, self.max_repeat_attempts + 2):
             chunks = list(chain.copy(self).next_stream(attempt_request))
             whole = _aggregate(chunks)
             usage = _add_usage(usage, whole)
-            errors = self._check(whole)
-            if errors is None or attempt > self.max_repeat_attempts:
-                yield from _replay(chunks, usage, attempt)
+            errors, stop = self._judge(whole, previous)
+            if errors is None or stop is not None or attempt > self.max_repeat_attempts:
+                yield from _replay(chunks, usage, attempt, stop)
                 return
+            previous = _text(whole)
             attempt_request = self._retry_request(request, errors)
 
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         attempt_request, usage = request, Usage()
+        previous: str | None = None
         for attempt in range(1, self.max_repeat_attempts + 2):
             chunks = [c async for c in chain.copy(self).next_astream(attempt_request)]
             whole = _aggregate(chunks)
             usage = _add_usage(usage, whole)
-            errors = self._check(whole)
-            if errors is None or attempt > self.max_repeat_attempts:
-                for chunk in _replay(chunks, usage, attempt):
+            errors, stop = self._judge(whole, previous)
+            if errors is None or stop is not None or attempt > self.max_repeat_attempts:
+                for chunk in _replay(chunks, usage, attempt, stop):
                     yield chunk
                 return
+            previous = _text(whole)
             attempt_request = self._retry_request(request, errors)
 
 
@@ -199,11 +238,18 @@ def _add_usage(total: Usage, response: ChatResponse | None) -> Usage:
     return total if response is None else total + response.metadata.usage
 
 
-def _finish(response: ChatClientResponse, usage: Usage, attempts: int) -> ChatClientResponse:
+def _text(response: ChatResponse | None) -> str:
+    return (response.text if response is not None else None) or ""
+
+
+def _finish(response: ChatClientResponse, usage: Usage, attempts: int, stop: str | None = None) -> ChatClientResponse:
     cr = response.chat_response
     if cr is None:
         return response
-    return response.mutate(chat_response=cr.with_usage(usage).with_metadata(validation_attempts=attempts))
+    cr = cr.with_usage(usage).with_metadata(validation_attempts=attempts)
+    if stop is not None:
+        cr = cr.with_metadata(validation_stopped=stop)
+    return response.mutate(chat_response=cr)
 
 
 def _aggregate(chunks: Sequence[ChatClientResponse]) -> ChatResponse | None:
@@ -216,12 +262,14 @@ def _aggregate(chunks: Sequence[ChatClientResponse]) -> ChatResponse | None:
     return agg.result()
 
 
-def _replay(chunks: list[ChatClientResponse], usage: Usage, attempts: int) -> Iterator[ChatClientResponse]:
+def _replay(
+    chunks: list[ChatClientResponse], usage: Usage, attempts: int, stop: str | None = None
+) -> Iterator[ChatClientResponse]:
     # The summed usage goes on the last chunk that has a response: stream aggregators keep the
     # last non-empty usage, so the whole stream then reports the total of every attempt.
     last = max((i for i, c in enumerate(chunks) if c.chat_response is not None), default=-1)
     for i, chunk in enumerate(chunks):
-        yield _finish(chunk, usage, attempts) if i == last else chunk
+        yield _finish(chunk, usage, attempts, stop) if i == last else chunk
 
 
 def _json_path(loc: Any) -> str:
@@ -241,7 +289,9 @@ def _error_sort_key(error: Any) -> tuple[str, str]:
 
 def _json_problem(text: str) -> str:
     try:
-        json.loads(text)
+        jsonsafe.loads(text)
+    except jsonsafe.JSONDepthError:
+        return "it nests too deeply"
     except json.JSONDecodeError as exc:
         return exc.msg
     return "unexpected text"

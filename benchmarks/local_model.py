@@ -1,23 +1,26 @@
-"""Local model speed on this machine, and the framework's share of a full ``call().entity()``.
+"""Quality and speed of every bundled local model, and the framework's share of a ``call().entity()``.
 
-    .venv/bin/python benchmarks/local_model.py [--runs 5] [--threads N]
+    .venv/bin/python benchmarks/local_model.py                 # quality table, every bundled model
+    .venv/bin/python benchmarks/local_model.py --speed [--runs 5] [--threads N]   # speed figures too
 
-Model: the default ``LlamaCppChatModel`` (Gemma 3 270M, Q4_K_M) on the CPU. Printed:
+Quality (the table ``benchmarks/README.md`` quotes; it decided which model is the default for chat
+and for extraction): for each model in ``BUNDLED_MODELS``, greedy decoding (temperature 0, seed 42,
+prefix cache off so each answer depends only on its prompt):
 
-- load time of the model;
-- prompt processing (tokens/s): a ~400-token prompt, 1 generated token; each run starts with a
-  different first word, so llama.cpp's prefix cache cannot skip the work;
-- generation (tokens/s): 64 free tokens (plain completion, no chat template, no grammar);
-- constrained generation (tokens/s): the same model filling a JSON schema under a grammar
-  (what ``entity()`` with native structured output does), with LlamaCppChatModel's grammar
-  prefilter (the likely tokens are checked first) and with llama-cpp-python's stock sampler
-  (every one of Gemma's 262k tokens is checked at every step);
-- ``call().entity(Person)`` through ``ChatClient``: wall time, time inside llama-cpp's
-  ``create_chat_completion`` (the model), and the rest (client, advisor chain, prompt mapping,
-  response parsing, JSON-schema generation and pydantic validation) as a share of wall time.
-  Target: under 1%.
+- 10 chat prompts through ``ChatClient`` with the model's default options, each judged by simple
+  checks: the expected keyword is present, no chat-template markup leaked (``[INST]``, ``<<SYS>>``,
+  ``<|im_start|>``, ``<start_of_turn>``, ...), the answer is not empty, and it does not repeat itself
+  (a line or a 6-word run that occurs three times);
+- 10 extractions with ``call().entity(T)`` on the native path (the JSON schema becomes a llama.cpp
+  grammar), counted right only when the whole object equals the expected one;
+- seconds per answer (mean) for each of the two.
 
-Figures are medians over ``--runs`` runs. The machine may be shared, so the load average is printed.
+Speed (``--speed``, the default chat model): load time; prompt processing (a ~400-token prompt, 1
+generated token, a different first word each run so the prefix cache cannot skip work); free
+generation (64 tokens); grammar-constrained generation with LlamaCppChatModel's grammar prefilter and
+with llama-cpp-python's stock sampler; and ``call().entity(Person)`` wall time against the time inside
+``create_chat_completion`` (the framework's share; target under 1%). Medians over ``--runs``.
+The machine may be shared, so the load average is printed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -39,18 +43,149 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chatclient import ChatClient, ChatOptions, ContextKeys
 from chatclient.models.llamacpp import LlamaCppChatModel
+from chatclient.models.model_files import BUNDLED_MODELS, bundled_model_available
 
-FILLER = (
-    "The river town kept its old stone bridge, its market on Thursdays and a bakery that opened "
-    "before dawn. Travellers stopped to rest, trade news and buy bread for the road ahead. "
-)
-WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India", "Juliet", "Kilo"]
+# -- quality -------------------------------------------------------------------------------------
+
+# (prompt, any of these keywords must appear, case-insensitive)
+CHAT: list[tuple[str, tuple[str, ...]]] = [
+    ("What is the capital of Australia?", ("canberra",)),
+    ("What is the capital of France?", ("paris",)),
+    ("How many days are there in a week?", ("seven", "7")),
+    ("What colour is the sky on a clear day?", ("blue",)),
+    ("How do you say 'thank you' in Spanish?", ("gracias",)),
+    ("What is 2 + 2?", ("4", "four")),
+    ("Which planet is the largest in the solar system?", ("jupiter",)),
+    ("Who wrote Romeo and Juliet?", ("shakespeare",)),
+    ("What gas do plants take from the air to make food?", ("carbon dioxide", "co2")),
+    ("Give me three tips for studying.", ("study", "focus", "break", "sleep", "notes")),
+]
+
+MARKUP = re.compile(r"\[/?INST\]|<<SYS>>|<\|im_(start|end)\|>|<(start|end)_of_turn>|<\|eot_id\|>|<\|start_header_id\|>")
 
 
 class Person(BaseModel):
     name: str
     age: int
     city: str
+
+
+class Invoice(BaseModel):
+    invoice_number: str
+    total_eur: float
+
+
+class Book(BaseModel):
+    title: str
+    author: str
+    year: int
+
+
+EXTRACT: list[tuple[str, type[BaseModel], dict[str, Any]]] = [
+    ("Maria Silva is 31 years old and lives in Lisbon.", Person, {"name": "Maria Silva", "age": 31, "city": "Lisbon"}),
+    ("Tom Becker, aged 45, moved to Berlin last year.", Person, {"name": "Tom Becker", "age": 45, "city": "Berlin"}),
+    ("Living in Oslo, Ingrid Berg turned 28 this spring.", Person, {"name": "Ingrid Berg", "age": 28, "city": "Oslo"}),
+    ("Kenji Sato (52) runs a small shop in Osaka.", Person, {"name": "Kenji Sato", "age": 52, "city": "Osaka"}),
+    ("Our new colleague Ana Costa is 24 and comes from Porto.", Person, {"name": "Ana Costa", "age": 24, "city": "Porto"}),
+    ("Invoice INV-2024-0117: total due 1250.50 EUR.", Invoice, {"invoice_number": "INV-2024-0117", "total_eur": 1250.5}),
+    ("Please pay invoice number A-778 for a total of 89.90 euros.", Invoice, {"invoice_number": "A-778", "total_eur": 89.9}),
+    ("Re: invoice 55312, amount 400 EUR, due in 30 days.", Invoice, {"invoice_number": "55312", "total_eur": 400.0}),
+    ("'Dune' by Frank Herbert was first published in 1965.", Book, {"title": "Dune", "author": "Frank Herbert", "year": 1965}),
+    ("George Orwell wrote the novel 1984, published in 1949.", Book, {"title": "1984", "author": "George Orwell", "year": 1949}),
+]
+
+
+def repeats_itself(text: str) -> bool:
+    """A line (10+ characters) or a run of 6 words that occurs three times or more."""
+    lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 10]
+    if any(lines.count(line) >= 3 for line in set(lines)):
+        return True
+    words = text.lower().split()
+    runs = [" ".join(words[i : i + 6]) for i in range(len(words) - 5)]
+    return any(runs.count(run) >= 3 for run in set(runs))
+
+
+def chat_checks(answer: str, keywords: tuple[str, ...]) -> dict[str, bool]:
+    """The four judgements of one chat answer."""
+    return {
+        "keyword": any(k in answer.lower() for k in keywords),
+        "no markup": MARKUP.search(answer) is None,
+        "not empty": bool(answer.strip()),
+        "no repeat": not repeats_itself(answer),
+    }
+
+
+def quality(name: str, verbose: bool) -> dict[str, Any]:
+    """Load one bundled model and run the 10 chat prompts and the 10 extractions."""
+    start = time.perf_counter()
+    model = LlamaCppChatModel.from_bundled(name, n_ctx=2048, seed=42, prefix_cache=False)
+    load_s = time.perf_counter() - start
+    client = ChatClient.create(model)
+    counts = {"keyword": 0, "no markup": 0, "not empty": 0, "no repeat": 0}
+    chat_s: list[float] = []
+    for question, keywords in CHAT:
+        start = time.perf_counter()
+        answer = client.prompt(question).options(ChatOptions(temperature=0.0)).call().content() or ""
+        chat_s.append(time.perf_counter() - start)
+        checks = chat_checks(answer, keywords)
+        for key, ok in checks.items():
+            counts[key] += ok
+        if verbose:
+            print(f"  [{name}] {question!r} -> {answer[:160]!r} {[k for k, ok in checks.items() if not ok]}")
+    exact = 0
+    extract_s: list[float] = []
+    for text, target, expected in EXTRACT:
+        start = time.perf_counter()
+        try:
+            value = (
+                client.prompt()
+                .user(f"Extract the {target.__name__.lower()} from this text: {text}")
+                .advisors(params={ContextKeys.NATIVE_STRUCTURED_OUTPUT: True})
+                .options(ChatOptions(temperature=0.0, max_tokens=96))
+                .call()
+                .entity(target)
+            )
+            got: Any = value.model_dump()
+        except Exception as exc:  # a failed conversion counts as a wrong answer
+            got = f"{type(exc).__name__}: {exc}"
+        extract_s.append(time.perf_counter() - start)
+        exact += got == expected
+        if verbose:
+            print(f"  [{name}] {text!r} -> {got!r}{'' if got == expected else '  WRONG'}")
+    return {
+        "name": name,
+        "template": f"{model.chat_template.source}:{model.chat_template.name}",
+        "load_s": load_s,
+        "chat": counts,
+        "chat_s": statistics.mean(chat_s),
+        "exact": exact,
+        "extract_s": statistics.mean(extract_s),
+    }
+
+
+def print_quality_table(rows: list[dict[str, Any]]) -> None:
+    n_chat, n_ext = len(CHAT), len(EXTRACT)
+    print(
+        "| model | chat template | keyword | no markup | not empty | no repeat | s/chat answer "
+        "| extraction exact | s/extraction | load s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        c = r["chat"]
+        print(
+            f"| {r['name']} | {r['template']} | {c['keyword']}/{n_chat} | {c['no markup']}/{n_chat} "
+            f"| {c['not empty']}/{n_chat} | {c['no repeat']}/{n_chat} | {r['chat_s']:.2f} "
+            f"| {r['exact']}/{n_ext} | {r['extract_s']:.2f} | {r['load_s']:.2f} |"
+        )
+
+
+# -- speed ---------------------------------------------------------------------------------------
+
+FILLER = (
+    "The river town kept its old stone bridge, its market on Thursdays and a bakery that opened "
+    "before dawn. Travellers stopped to rest, trade news and buy bread for the road ahead. "
+)
+WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India", "Juliet", "Kilo"]
 
 
 class Stopwatch:
@@ -68,10 +203,6 @@ class Stopwatch:
             self.seconds += time.perf_counter() - start
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def prompt_processing(model: LlamaCppChatModel, runs: int) -> float:
     rates = []
     body = FILLER * 12
@@ -81,7 +212,7 @@ def prompt_processing(model: LlamaCppChatModel, runs: int) -> float:
         out = model.llama.create_completion(text, max_tokens=1, temperature=0.0)
         elapsed = time.perf_counter() - start
         rates.append(out["usage"]["prompt_tokens"] / elapsed)
-    return median(rates)
+    return statistics.median(rates)
 
 
 def generation(model: LlamaCppChatModel, runs: int) -> float:
@@ -94,7 +225,7 @@ def generation(model: LlamaCppChatModel, runs: int) -> float:
         elapsed = time.perf_counter() - start
         # the prompt is a handful of tokens, so nearly all of the time is generation
         rates.append(out["usage"]["completion_tokens"] / elapsed)
-    return median(rates)
+    return statistics.median(rates)
 
 
 def entity_runs(model: LlamaCppChatModel, runs: int) -> tuple[float, float, float, float]:
@@ -127,29 +258,21 @@ def entity_runs(model: LlamaCppChatModel, runs: int) -> tuple[float, float, floa
             rates.append(tokens / watch.seconds)
     finally:
         del model.llama.create_chat_completion
-    model_time = median(walls) * (1 - median(shares))
-    return median(walls), model_time, median(shares), median(rates)
+    model_time = statistics.median(walls) * (1 - statistics.median(shares))
+    return statistics.median(walls), model_time, statistics.median(shares), statistics.median(rates)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: half the cores)")
-    args = parser.parse_args()
-
-    print(f"# local model benchmark, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
+def speed(runs: int, threads: int | None) -> None:
     start = time.perf_counter()
-    model = LlamaCppChatModel(n_ctx=2048, n_threads=args.threads, seed=42)
-    print(f"model: {model.model_name}, loaded in {time.perf_counter() - start:.2f} s")
-
-    print(f"prompt processing: {prompt_processing(model, args.runs):8.1f} tokens/s")
-    print(f"generation:        {generation(model, args.runs):8.1f} tokens/s (free text)")
+    model = LlamaCppChatModel(n_ctx=2048, n_threads=threads, seed=42)
+    print(f"speed of {model.model_name}, loaded in {time.perf_counter() - start:.2f} s")
+    print(f"prompt processing: {prompt_processing(model, runs):8.1f} tokens/s")
+    print(f"generation:        {generation(model, runs):8.1f} tokens/s (free text)")
     k = model.grammar_prefilter_k
     model.grammar_prefilter_k = 0
-    _, stock_model_s, _, stock_rate = entity_runs(model, args.runs)
+    _, stock_model_s, _, stock_rate = entity_runs(model, runs)
     model.grammar_prefilter_k = k
-    wall, model_s, share, rate = entity_runs(model, args.runs)
+    wall, model_s, share, rate = entity_runs(model, runs)
     print(f"generation:        {rate:8.1f} tokens/s (JSON-schema grammar, likely tokens checked first)")
     print(f"generation:        {stock_rate:8.1f} tokens/s (JSON-schema grammar, whole vocabulary checked: stock)")
     print(
@@ -157,6 +280,27 @@ def main() -> None:
         f"framework {share * 100:.3f}% of wall time (target < 1%)"
     )
     print(f"  (with the stock grammar check: {stock_model_s * 1000:.0f} ms in llama.cpp)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--speed", action="store_true", help="also measure tokens/s and the framework's share")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: half the cores)")
+    parser.add_argument("--verbose", action="store_true", help="print every answer")
+    args = parser.parse_args()
+
+    print(f"# local model benchmark, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
+    rows = []
+    for name in BUNDLED_MODELS:
+        if not bundled_model_available(name):
+            print(f"{name}: not installed ({BUNDLED_MODELS[name].install}), skipped")
+            continue
+        rows.append(quality(name, args.verbose))
+    print_quality_table(rows)
+    if args.speed:
+        speed(args.runs, args.threads)
 
 
 if __name__ == "__main__":

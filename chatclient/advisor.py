@@ -13,15 +13,18 @@ the chain after themselves).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from chatclient import observation
-from chatclient.errors import AdvisorChainError
+from chatclient.errors import AdvisorChainError, ModelError
 from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
 
 if TYPE_CHECKING:
     from chatclient.models.base import ChatModel, ChatResponse
+    from chatclient.models.structured_output import LadderPlan
+    from chatclient.prompt import Prompt
 
 HIGHEST_PRECEDENCE = -(2**31)
 LOWEST_PRECEDENCE = 2**31 - 1
@@ -256,11 +259,15 @@ def _is_unimplemented(advisor: Advisor, method: str) -> bool:
 
 
 class ChatModelAdvisor(BaseAdvisor):
-    """The last link of every chain: applies output-format rules and calls the model.
+    """The last link of every chain: asks for the output format and calls the model.
 
-    With ``OUTPUT_FORMAT`` in the context it appends the instructions to the last user message; with
-    ``NATIVE_STRUCTURED_OUTPUT`` true and a model that supports it, it sets ``options.output_schema``
-    instead. The mode used is recorded in the response metadata under ``structured_output_mode``.
+    When the context asks for structured output (``OUTPUT_SCHEMA``/``OUTPUT_FORMAT``, set by
+    ``entity()``), it walks the structured-output ladder of ``chatclient.models.structured_output``:
+    the strongest rung the model's capabilities offer first (native schema, JSON mode with the
+    schema, a forced answer tool), format instructions last; a rung the server rejects is replaced
+    by the next one in the same request. ``ContextKeys.STRUCTURED_OUTPUT_MODE`` pins a rung
+    (``NATIVE_STRUCTURED_OUTPUT=False`` pins ``"instructions"``). The rung used is recorded in the
+    response metadata under ``structured_output_mode``, and why under ``structured_output_reason``.
     """
 
     order = LOWEST_PRECEDENCE
@@ -270,56 +277,189 @@ class ChatModelAdvisor(BaseAdvisor):
             raise ValueError("model cannot be None")
         self.model = model
 
-    def prepare(self, request: ChatClientRequest) -> tuple[ChatClientRequest, str | None]:
+    def plan(self, request: ChatClientRequest) -> LadderPlan | None:
+        """The ladder for this request, or None when it asks for no output format."""
         ctx = request.context
         if not ctx:
-            return request, None
+            return None
         fmt = ctx.get(ContextKeys.OUTPUT_FORMAT)
         schema = ctx.get(ContextKeys.OUTPUT_SCHEMA)
-        if ctx.get(ContextKeys.NATIVE_STRUCTURED_OUTPUT) and schema and _supports_native(self.model, schema):
-            from chatclient.options import ChatOptions
+        if not fmt and not schema:
+            return None
+        from chatclient.models import structured_output as so
 
-            options = (request.prompt.options or ChatOptions()).merge(ChatOptions(output_schema=schema))
-            return request.mutate(prompt=request.prompt.copy(options=options)), "native"
-        if fmt:
-            prompt = request.prompt.augment_user_message(
-                lambda u: type(u)(f"{u.text}\n{fmt}" if u.text else fmt, media=u.media, metadata=u.metadata)
-            )
-            return request.mutate(prompt=prompt), "instructions"
-        return request, None
+        return so.plan(self.model, request.prompt, schema, _requested_mode(ctx))
+
+    def prompt_for(self, request: ChatClientRequest, rung: str) -> Prompt:
+        """The prompt that asks for structured output the ``rung`` way."""
+        from chatclient.models.structured_output import prompt_for_rung
+
+        ctx = request.context
+        return prompt_for_rung(
+            self.model, request.prompt, rung, ctx.get(ContextKeys.OUTPUT_SCHEMA), ctx.get(ContextKeys.OUTPUT_FORMAT)
+        )
+
+    def prepare(self, request: ChatClientRequest) -> tuple[ChatClientRequest, str | None]:
+        """The request for the first rung of the ladder and that rung (None without an output format)."""
+        ladder = self.plan(request)
+        if ladder is None:
+            return request, None
+        rung = ladder.rungs[0]
+        return request.mutate(prompt=self.prompt_for(request, rung)), rung
+
+    def _rejected(self, error: BaseException, ladder: LadderPlan, index: int, reasons: list[str]) -> bool:
+        """True when ``error`` is the server rejecting this rung and a lower rung is left to try."""
+        from chatclient.models.structured_output import rejection_reason, remember_rejection
+
+        rung = ladder.rungs[index]
+        reason = rejection_reason(error, rung)
+        if reason is None or ladder.pinned or index + 1 >= len(ladder.rungs):
+            return False
+        remember_rejection(self.model, rung, reason, ladder.model_name)
+        reasons.append(reason)
+        return True
 
     def _respond(
-        self, request: ChatClientRequest, response: ChatResponse | None, mode: str | None
+        self,
+        request: ChatClientRequest,
+        response: ChatResponse | None,
+        rung: str | None,
+        ladder: LadderPlan | None = None,
+        reasons: Sequence[str] = (),
     ) -> ChatClientResponse:
-        if mode is not None and response is not None:
-            response = response.with_metadata(structured_output_mode=mode)
+        if rung is not None and response is not None:
+            why = "; ".join(reasons) if reasons else (ladder.reason if ladder is not None else "")
+            response = response.with_metadata(structured_output_mode=rung, structured_output_reason=why)
         return ChatClientResponse(response, request.context)
 
     def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
-        request, mode = self.prepare(request)
-        return self._respond(request, self.model.call(request.prompt), mode)
+        ladder = self.plan(request)
+        if ladder is None:
+            return ChatClientResponse(self.model.call(request.prompt), request.context)
+        reasons: list[str] = []
+        for index, rung in enumerate(ladder.rungs):
+            try:
+                response = self.model.call(self.prompt_for(request, rung))
+            except ModelError as exc:
+                if self._rejected(exc, ladder, index, reasons):
+                    continue
+                raise
+            return self._respond(request, _answer(response, rung), rung, ladder, reasons)
+        raise AssertionError("unreachable: the last rung either answers or raises")  # pragma: no cover
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
-        request, mode = self.prepare(request)
-        return self._respond(request, await self.model.acall(request.prompt), mode)
+        ladder = self.plan(request)
+        if ladder is None:
+            return ChatClientResponse(await self.model.acall(request.prompt), request.context)
+        reasons: list[str] = []
+        for index, rung in enumerate(ladder.rungs):
+            try:
+                response = await self.model.acall(self.prompt_for(request, rung))
+            except ModelError as exc:
+                if self._rejected(exc, ladder, index, reasons):
+                    continue
+                raise
+            return self._respond(request, _answer(response, rung), rung, ladder, reasons)
+        raise AssertionError("unreachable: the last rung either answers or raises")  # pragma: no cover
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
-        request, mode = self.prepare(request)
-        for chunk in self.model.stream(request.prompt):
-            yield self._respond(request, chunk, mode if chunk.has_finish_reason() else None)
+        ladder = self.plan(request)
+        if ladder is None:
+            for chunk in self.model.stream(request.prompt):
+                yield ChatClientResponse(chunk, request.context)
+            return
+        reasons: list[str] = []
+        for index, rung in enumerate(ladder.rungs):
+            chunks = iter(self.model.stream(self.prompt_for(request, rung)))
+            try:
+                # A server rejects the request before the first chunk, so only that read can fall back.
+                first = next(chunks, None)
+            except ModelError as exc:
+                if self._rejected(exc, ladder, index, reasons):
+                    continue
+                raise
+            rewrite = _stream_rewriter(rung)
+            try:
+                pending = [] if first is None else [first]
+                for chunk in itertools.chain(pending, chunks):
+                    chunk = rewrite(chunk)
+                    final = chunk.has_finish_reason()
+                    yield self._respond(request, chunk, rung if final else None, ladder, reasons)
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+            return
 
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        request, mode = self.prepare(request)
-        async for chunk in self.model.astream(request.prompt):
-            yield self._respond(request, chunk, mode if chunk.has_finish_reason() else None)
+        ladder = self.plan(request)
+        if ladder is None:
+            async for chunk in self.model.astream(request.prompt):
+                yield ChatClientResponse(chunk, request.context)
+            return
+        reasons: list[str] = []
+        for index, rung in enumerate(ladder.rungs):
+            chunks = aiter(self.model.astream(self.prompt_for(request, rung)))
+            try:
+                first = await anext(chunks, None)
+            except ModelError as exc:
+                if self._rejected(exc, ladder, index, reasons):
+                    continue
+                raise
+            rewrite = _stream_rewriter(rung)
+            try:
+                if first is not None:
+                    first = rewrite(first)
+                    yield self._respond(request, first, rung if first.has_finish_reason() else None, ladder, reasons)
+                async for chunk in chunks:
+                    chunk = rewrite(chunk)
+                    final = chunk.has_finish_reason()
+                    yield self._respond(request, chunk, rung if final else None, ladder, reasons)
+            finally:
+                aclose = getattr(chunks, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            return
+
+
+def _requested_mode(ctx: Any) -> str:
+    from chatclient.models.structured_output import check_mode
+
+    mode = ctx.get(ContextKeys.STRUCTURED_OUTPUT_MODE)
+    if mode is not None:
+        return check_mode(mode)
+    if ctx.get(ContextKeys.NATIVE_STRUCTURED_OUTPUT) is False:
+        return "instructions"
+    return "auto"
+
+
+def _answer(response: ChatResponse, rung: str) -> ChatResponse:
+    if rung != "tool":
+        return response
+    from chatclient.models.structured_output import tool_answer
+
+    return tool_answer(response)
+
+
+def _stream_rewriter(rung: str) -> Callable[[ChatResponse], ChatResponse]:
+    if rung != "tool":
+        return _same
+    from chatclient.models.structured_output import ToolAnswerStream
+
+    return ToolAnswerStream().rewrite
+
+
+def _same(chunk: ChatResponse) -> ChatResponse:
+    return chunk
 
 
 def _supports_native(model: Any, schema: Any = None) -> bool:
+    """Whether ``model`` offers a schema rung for ``schema`` (kept for callers of the old name)."""
     caps = getattr(model, "capabilities", None)
-    if not getattr(caps, "native_structured_output", False):
+    if not getattr(caps, "structured_output", None) and not getattr(caps, "native_structured_output", False):
         return False
-    # Native modes (OpenAI's strict json_schema among them) want an object at the root; a list or
+    # Schema modes (OpenAI's strict json_schema among them) want an object at the root; a list or
     # scalar target keeps the prompt instructions instead of failing at the provider.
     return schema is None or (hasattr(schema, "get") and schema.get("type") == "object")

@@ -9,13 +9,14 @@ of a response spec runs, and a response spec runs the advisor chain at most once
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from chatclient import observation
 from chatclient.advisor import Advisor, AdvisorChain, ChatModelAdvisor, Mode, build_chain
-from chatclient.errors import ChatClientError
+from chatclient.errors import ChatClientError, TemplateError
 from chatclient.messages import MESSAGE_CLASSES, Media, Message, SystemMessage, UserMessage
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from chatclient.converters import StructuredOutputConverter
     from chatclient.models.base import ChatModel, ChatResponse
+    from chatclient.models.structured_output import StructuredOutputMode
 
 T = TypeVar("T")
 
@@ -60,6 +62,78 @@ def _check_items(items: Sequence[Any], what: str) -> list[Any]:
     return list(items)
 
 
+_MODEL_METHODS = ("call", "stream", "acall", "astream")
+
+
+def _check_model(model: Any, where: str) -> None:
+    """Reject what is not a chat model where it is passed, saying how to make one."""
+    if model is None:
+        raise ValueError(f"{where} needs a chat model, got None")
+    if isinstance(model, str):
+        raise TypeError(
+            f"{where} needs a chat model object, not the string {model!r}. Build the model first, e.g. "
+            f"{where}(OpenAIChatModel({model!r})) with `from chatclient.models.openai import OpenAIChatModel` "
+            "(likewise AnthropicChatModel, OllamaChatModel, LlamaCppChatModel)."
+        )
+    if isinstance(model, type):
+        raise TypeError(
+            f"{where} needs a chat model instance, not the class {model.__name__}: pass {model.__name__}(...)"
+        )
+    if not any(callable(getattr(model, m, None)) for m in _MODEL_METHODS):
+        raise TypeError(
+            f"{where} needs a chat model (an object with call/stream/acall/astream, e.g. OpenAIChatModel(...) or "
+            f"ScriptedChatModel([...])), got {type(model).__name__}"
+        )
+
+
+_ADVISOR_METHODS = ("advise_call", "advise_stream", "advise_acall", "advise_astream")
+
+
+def _check_advisor(advisor: Any) -> Advisor:
+    if advisor is None:
+        raise ValueError("advisors cannot contain None")
+    if isinstance(advisor, type):
+        if any(callable(getattr(advisor, m, None)) for m in _ADVISOR_METHODS):
+            name = advisor.__name__
+            raise TypeError(f"advisors need instances: pass {name}(), not the class {name}")
+        raise TypeError(f"{advisor.__name__} is a class, not an advisor; advisors extend BaseAdvisor or CallAdvisor")
+    if not any(callable(getattr(advisor, m, None)) for m in _ADVISOR_METHODS):
+        kind = type(advisor).__name__
+        what = f"the function {advisor.__name__}()" if inspect.isroutine(advisor) else f"an object of type {kind}"
+        raise TypeError(
+            f"advisors got {what}, which is not an advisor: an advisor extends BaseAdvisor (before/after) or "
+            "CallAdvisor/StreamAdvisor (advise_call/advise_stream); @tool functions go to .tools(...)"
+        )
+    return advisor  # type: ignore[no-any-return]
+
+
+def _check_tool(item: Any) -> None:
+    """Reject what cannot be a tool at the .tools()/.default_tools() call, not at the model call."""
+    from chatclient.tools import resolve_tools
+    from chatclient.tools.callback import is_tool_callback
+    from chatclient.tools.decorator import tool_spec
+
+    if item is None:
+        raise ValueError("tools cannot contain None")
+    if isinstance(item, (list, tuple, set, frozenset)):
+        for sub in item:
+            _check_tool(sub)
+        return
+    if is_tool_callback(item) or (tool_spec(item) is not None and not isinstance(item, type)):
+        return  # the common cases, accepted without building a callback twice
+    if isinstance(item, (str, bytes)):
+        raise TypeError(
+            f"tools take @tool functions, objects with @tool methods or ToolCallbacks, not the string {item!r}: "
+            "pass the function itself"
+        )
+    if isinstance(item, (int, float, complex, bool, Mapping)):
+        raise TypeError(
+            f"tools take @tool functions, objects with @tool methods or ToolCallbacks, not {type(item).__name__}"
+        )
+    # Objects, classes and modules: resolving them now raises the same message the request would.
+    resolve_tools([item])
+
+
 @dataclass
 class _RequestState:
     """Everything a request spec (or the builder's defaults) holds."""
@@ -78,6 +152,10 @@ class _RequestState:
     tools: list[Any] = field(default_factory=list)
     tool_context: dict[str, Any] = field(default_factory=dict)
     renderer: TemplateRenderer | None = None
+    # True once params were given (even empty ones): the text is then a template and a missing
+    # variable is an error, instead of "{{ name }}" reaching the model verbatim.
+    system_render: bool = False
+    user_render: bool = False
 
     def copy(self) -> _RequestState:
         # Containers are copied; their elements (immutable messages, shared advisors) are not.
@@ -96,6 +174,8 @@ class _RequestState:
             list(self.tools),
             dict(self.tool_context),
             self.renderer,
+            self.system_render,
+            self.user_render,
         )
 
     # setters shared by the builder and the request spec
@@ -108,6 +188,7 @@ class _RequestState:
         elif params is None and metadata is None:
             raise ValueError("text cannot be None or empty")
         self.system_params.update(_check_mapping(params, "params"))
+        self.system_render = self.system_render or params is not None
         self.system_metadata.update(_check_mapping(metadata, "metadata"))
 
     def set_user(
@@ -122,6 +203,7 @@ class _RequestState:
         elif params is None and metadata is None and not media:
             raise ValueError("text cannot be None or empty")
         self.user_params.update(_check_mapping(params, "params"))
+        self.user_render = self.user_render or params is not None
         self.user_metadata.update(_check_mapping(metadata, "metadata"))
         if media is not None:
             for m in _check_items(media, "media"):
@@ -129,10 +211,13 @@ class _RequestState:
                     raise TypeError(f"media must be Media objects, got {type(m).__name__}")
                 self.user_media.append(m)
 
-    def add_advisors(self, advisors: Sequence[Advisor], params: Mapping[str, Any] | None) -> None:
+    def add_advisors(self, advisors: Sequence[Advisor | Sequence[Advisor]], params: Mapping[str, Any] | None) -> None:
         if advisors is None:
             raise ValueError("advisors cannot be None")
-        self.advisors.extend(_check_items(advisors, "advisors"))
+        for a in advisors:
+            # A list passed as one argument (Spring's advisors(List)) is accepted like separate arguments.
+            group = a if isinstance(a, (list, tuple)) else (a,)
+            self.advisors.extend(_check_advisor(item) for item in group)
         if params is not None:
             if not isinstance(params, Mapping):
                 raise TypeError("params must be a mapping")
@@ -151,11 +236,14 @@ class _RequestState:
         if options is None:
             raise ValueError("options cannot be None")
         if not isinstance(options, ChatOptions):
-            raise TypeError("options must be a ChatOptions")
+            hint = " (build one: ChatOptions(**your_dict))" if isinstance(options, Mapping) else ""
+            raise TypeError(f"options must be a ChatOptions, got {type(options).__name__}{hint}")
         self.options = options
 
     def add_tools(self, tools: Sequence[Any]) -> None:
-        self.tools.extend(_check_items(tools, "tools"))
+        for item in tools:
+            _check_tool(item)
+        self.tools.extend(tools)
 
     def add_tool_context(self, context: Mapping[str, Any]) -> None:
         if context is None:
@@ -170,11 +258,33 @@ class _RequestState:
         self.renderer = renderer
 
 
-def _render(text: str, params: Mapping[str, Any], renderer: TemplateRenderer | None) -> str:
-    # Text is a template only when params are given; otherwise braces are sent verbatim.
-    if not params:
+def _render(text: str, params: Mapping[str, Any], renderer: TemplateRenderer | None, explicit: bool) -> str:
+    # Text is a template only when params were given (an empty mapping counts: it says "render, and
+    # fail on a missing variable"); without params, braces are sent verbatim.
+    if not params and not explicit:
         return text
     return (renderer or default_renderer()).render(text, params)
+
+
+def _render_part(
+    part: str, text: str, params: Mapping[str, Any], renderer: TemplateRenderer | None, explicit: bool
+) -> str:
+    try:
+        return _render(text, params, renderer, explicit)
+    except TemplateError as exc:
+        if not exc.missing:
+            raise
+        # Say which text failed and how to fix it; the renderer only knows the template.
+        names = ", ".join(f"{n!r}: ..." for n in exc.missing)
+        raise TemplateError(
+            f"The {part} text {_excerpt(text)} uses {', '.join(exc.missing)} but params do not give "
+            f"{'it' if len(exc.missing) == 1 else 'them'}: pass params={{{names}}} with the {part} text.",
+            exc.missing,
+        ) from None
+
+
+def _excerpt(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def _to_request(state: _RequestState) -> tuple[ChatClientRequest, list[Advisor]]:
@@ -182,11 +292,18 @@ def _to_request(state: _RequestState) -> tuple[ChatClientRequest, list[Advisor]]
     messages: list[Message] = []
     if state.system_text:
         messages.append(
-            SystemMessage(_render(state.system_text, state.system_params, state.renderer), state.system_metadata)
+            SystemMessage(
+                _render_part("system", state.system_text, state.system_params, state.renderer, state.system_render),
+                state.system_metadata,
+            )
         )
     messages.extend(state.messages)
     if state.user_text or state.user_media:
-        text = _render(state.user_text, state.user_params, state.renderer) if state.user_text else ""
+        text = (
+            _render_part("user", state.user_text, state.user_params, state.renderer, state.user_render)
+            if state.user_text
+            else ""
+        )
         messages.append(UserMessage(text, tuple(state.user_media), state.user_metadata))
     if not messages:
         raise ValueError("the prompt is empty: give user text (prompt('...') or .user('...')) or messages")
@@ -220,8 +337,7 @@ class ChatClient:
     __slots__ = ("_defaults", "_model")
 
     def __init__(self, model: ChatModel, defaults: _RequestState | None = None) -> None:
-        if model is None:
-            raise ValueError("model cannot be None")
+        _check_model(model, "ChatClient.create")
         self._model = model
         self._defaults = defaults or _RequestState()
 
@@ -231,7 +347,7 @@ class ChatClient:
 
     @staticmethod
     def create(model: ChatModel) -> ChatClient:
-        """A client with no defaults."""
+        """A client with no defaults. ``model`` is a model object (``OpenAIChatModel("gpt-4o-mini")``), not a name."""
         return ChatClient(model)
 
     @staticmethod
@@ -269,8 +385,7 @@ class ChatClientBuilder:
     __slots__ = ("_model", "_state")
 
     def __init__(self, model: ChatModel, state: _RequestState | None = None) -> None:
-        if model is None:
-            raise ValueError("model cannot be None")
+        _check_model(model, "ChatClient.builder")
         self._model = model
         self._state = state or _RequestState()
 
@@ -281,6 +396,8 @@ class ChatClientBuilder:
         params: Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> ChatClientBuilder:
+        """Default system text. With ``params`` (even ``{}``) it is a template and a missing variable raises
+        ``TemplateError``; without them it is sent verbatim."""
         self._state.set_system(text, params, metadata)
         return self
 
@@ -292,18 +409,24 @@ class ChatClientBuilder:
         media: Sequence[Media] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> ChatClientBuilder:
+        """Default user text, rendered like ``default_system`` (a template only when ``params`` are given)."""
         self._state.set_user(text, params, media, metadata)
         return self
 
-    def default_advisors(self, *advisors: Advisor, params: Mapping[str, Any] | None = None) -> ChatClientBuilder:
+    def default_advisors(
+        self, *advisors: Advisor | Sequence[Advisor], params: Mapping[str, Any] | None = None
+    ) -> ChatClientBuilder:
+        """Advisors for every request (instances; a list as one argument is accepted); ``params`` go to the context."""
         self._state.add_advisors(advisors, params)
         return self
 
     def default_options(self, options: ChatOptions) -> ChatClientBuilder:
+        """Options for every request (a request's ``options(...)`` replaces them)."""
         self._state.set_options(options)
         return self
 
     def default_tools(self, *tools: Any) -> ChatClientBuilder:
+        """Tools for every request; something that is not a tool raises ``TypeError`` here."""
         self._state.add_tools(tools)
         return self
 
@@ -363,7 +486,9 @@ class ChatClientRequestSpec:
         self._state.add_messages(messages)
         return self
 
-    def advisors(self, *advisors: Advisor, params: Mapping[str, Any] | None = None) -> ChatClientRequestSpec:
+    def advisors(
+        self, *advisors: Advisor | Sequence[Advisor], params: Mapping[str, Any] | None = None
+    ) -> ChatClientRequestSpec:
         """Append advisors; ``params`` merge into the request context."""
         self._state.add_advisors(advisors, params)
         return self
@@ -433,8 +558,10 @@ def _converter(target: Any) -> StructuredOutputConverter[Any]:
     return converter_for(target)
 
 
-def structured_output_context(converter: StructuredOutputConverter[Any], context: Mapping[str, Any]) -> dict[str, Any]:
-    """Context entries that ask the terminal advisor for this converter's format."""
+def structured_output_context(
+    converter: StructuredOutputConverter[Any], context: Mapping[str, Any], mode: str | None = None
+) -> dict[str, Any]:
+    """Context entries that ask the terminal advisor for this converter's format (``mode`` pins a rung)."""
     extra: dict[str, Any] = {}
     fmt = converter.format
     if fmt:
@@ -442,7 +569,53 @@ def structured_output_context(converter: StructuredOutputConverter[Any], context
     schema = getattr(converter, "json_schema", None)
     if schema:
         extra[ContextKeys.OUTPUT_SCHEMA] = schema
+    if mode is not None:
+        extra[ContextKeys.STRUCTURED_OUTPUT_MODE] = mode
     return extra
+
+
+def _check_mode(mode: Any) -> str | None:
+    if mode is None:
+        return None
+    from chatclient.models.structured_output import check_mode
+
+    return check_mode(mode)
+
+
+def _explained_stream(
+    items: Iterator[Any], seen: Any, converter: StructuredOutputConverter[Any], max_tokens: int | None
+) -> Iterator[Any]:
+    """Pass partial entities through; a conversion failure at the end says why (cut off, refused...)."""
+    from chatclient.converters.core import explained_error
+    from chatclient.errors import OutputConversionError, RefusalError
+
+    target = getattr(converter, "target", converter)
+    try:
+        yield from items
+    except OutputConversionError as exc:
+        whole = seen.result()
+        refusal = whole.result.output.refusal if whole.result is not None else None
+        if refusal and not isinstance(exc, RefusalError):
+            raise RefusalError(refusal, target=target) from exc
+        raise explained_error(exc, whole, target, max_tokens=max_tokens) from exc
+
+
+async def _aexplained_stream(
+    items: AsyncIterator[Any], seen: Any, converter: StructuredOutputConverter[Any], max_tokens: int | None
+) -> AsyncIterator[Any]:
+    from chatclient.converters.core import explained_error
+    from chatclient.errors import OutputConversionError, RefusalError
+
+    target = getattr(converter, "target", converter)
+    try:
+        async for item in items:
+            yield item
+    except OutputConversionError as exc:
+        whole = seen.result()
+        refusal = whole.result.output.refusal if whole.result is not None else None
+        if refusal and not isinstance(exc, RefusalError):
+            raise RefusalError(refusal, target=target) from exc
+        raise explained_error(exc, whole, target, max_tokens=max_tokens) from exc
 
 
 class _ResponseSpecBase:
@@ -453,7 +626,7 @@ class _ResponseSpecBase:
         self._request = request
         self._advisors = advisors
         self._result: Any = None
-        self._format: str | None = None
+        self._format: tuple[str, str | None] | None = None  # (format, pinned mode) of the run, if any
 
     @property
     def request(self) -> ChatClientRequest:
@@ -462,20 +635,56 @@ class _ResponseSpecBase:
     def _chain(self, mode: Mode) -> AdvisorChain:
         return build_chain(self._advisors, ChatModelAdvisor(self._model), mode)
 
-    def _request_for(self, converter: StructuredOutputConverter[Any] | None) -> ChatClientRequest:
+    def _request_for(
+        self, converter: StructuredOutputConverter[Any] | None, mode: str | None = None
+    ) -> ChatClientRequest:
         """The request to run, checking that a cached result can serve this terminal method."""
-        fmt = converter.format if converter is not None else None
+        key = (converter.format, mode) if converter is not None else None
         if self._result is not None:
-            if fmt is not None and fmt != self._format:
+            if key is not None and key != self._format:
                 raise ChatClientError(
-                    "This response spec already ran without these output-format instructions; the model is not called "
-                    "twice. Call entity()/response_entity() first, or start a new request with prompt()."
+                    "This response spec already called the model without this output format; use "
+                    "response_entity(T) to get the response and the entity from one call."
                 )
             return self._request
-        self._format = fmt
+        self._format = key
         if converter is None:
             return self._request
-        return self._request.mutate(context=structured_output_context(converter, self._request.context))
+        return self._request.mutate(context=structured_output_context(converter, self._request.context, mode))
+
+    def _reusing(self, converter: StructuredOutputConverter[Any], mode: str | None) -> bool:
+        """True when the model already answered without this converter's format (e.g. chat_response() ran)."""
+        return self._result is not None and (converter.format, mode) != self._format
+
+    def _max_tokens(self) -> int | None:
+        """The token limit the request ran with, when known (to explain a cut-off answer)."""
+        options = self._request.prompt.options
+        limit = options.max_tokens if options is not None else None
+        if limit is None:
+            limit = getattr(getattr(self._model, "default_options", None), "max_tokens", None)
+        return limit if isinstance(limit, int) else None
+
+    def _convert(self, converter: StructuredOutputConverter[Any], cr: ChatClientResponse) -> Any:
+        from chatclient.converters.core import explain_conversion
+
+        return explain_conversion(converter, cr.chat_response, max_tokens=self._max_tokens())
+
+    def _convert_reused(self, converter: StructuredOutputConverter[Any], target: Any) -> Any:
+        """Convert the answer of an earlier run made without the format, or say how to ask for both."""
+        from chatclient.converters import type_name
+        from chatclient.errors import OutputConversionError, RefusalError
+
+        try:
+            return self._convert(converter, self._result)
+        except RefusalError:
+            raise
+        except OutputConversionError as exc:
+            name = type_name(getattr(converter, "target", target))
+            raise ChatClientError(
+                f"This response spec already called the model without asking for {name} (chat_response() or "
+                f"content() ran first) and that answer is not a valid {name}; call response_entity({name}) "
+                "instead to get the response and the entity from one model call."
+            ) from exc
 
 
 class CallResponseSpec(_ResponseSpecBase):
@@ -483,8 +692,10 @@ class CallResponseSpec(_ResponseSpecBase):
 
     __slots__ = ()
 
-    def _run(self, converter: StructuredOutputConverter[Any] | None = None) -> ChatClientResponse:
-        request = self._request_for(converter)
+    def _run(
+        self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None
+    ) -> ChatClientResponse:
+        request = self._request_for(converter, mode)
         if self._result is None:
             chain = self._chain("call")
             if observation._observer is None:
@@ -509,30 +720,44 @@ class CallResponseSpec(_ResponseSpecBase):
         return _content(self._run())
 
     @overload
-    def entity(self, target: type[T]) -> T | None: ...
+    def entity(self, target: type[T], *, mode: StructuredOutputMode | None = None) -> T | None: ...
     @overload
-    def entity(self, target: StructuredOutputConverter[T]) -> T | None: ...
+    def entity(self, target: StructuredOutputConverter[T], *, mode: StructuredOutputMode | None = None) -> T | None: ...
     @overload
-    def entity(self, target: Any) -> Any: ...
+    def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> Any: ...
 
-    def entity(self, target: Any) -> Any:
-        """Convert the answer to ``target`` (format instructions are sent to the model)."""
+    def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> Any:
+        """Convert the answer to ``target``; the model is asked for its JSON schema.
+
+        ``mode`` pins how (``"native"``, ``"json_object"``, ``"tool"``, ``"instructions"``); by default
+        the structured-output ladder picks the strongest way the model supports. Failures raise
+        ``OutputConversionError`` saying why (cut off by max_tokens, empty, not JSON) or
+        ``RefusalError`` when the model refused. After ``chat_response()``/``content()`` on this
+        spec, the answer already received is converted if it fits ``target``.
+        """
         converter = _converter(target)
-        text = _content(self._run(converter))
-        return None if text is None else converter.convert(text)
+        pinned = _check_mode(mode)
+        if self._reusing(converter, pinned):
+            return self._convert_reused(converter, target)
+        return self._convert(converter, self._run(converter, pinned))
 
     @overload
-    def response_entity(self, target: type[T]) -> ResponseEntity[T]: ...
+    def response_entity(self, target: type[T], *, mode: StructuredOutputMode | None = None) -> ResponseEntity[T]: ...
     @overload
-    def response_entity(self, target: StructuredOutputConverter[T]) -> ResponseEntity[T]: ...
+    def response_entity(
+        self, target: StructuredOutputConverter[T], *, mode: StructuredOutputMode | None = None
+    ) -> ResponseEntity[T]: ...
     @overload
-    def response_entity(self, target: Any) -> ResponseEntity[Any]: ...
+    def response_entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> ResponseEntity[Any]: ...
 
-    def response_entity(self, target: Any) -> ResponseEntity[Any]:
+    def response_entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> ResponseEntity[Any]:
+        """The whole response and the converted entity, from one model call (``mode`` as in ``entity``)."""
         converter = _converter(target)
-        cr = self._run(converter)
-        text = _content(cr)
-        return ResponseEntity(cr.chat_response, None if text is None else converter.convert(text))
+        pinned = _check_mode(mode)
+        if self._reusing(converter, pinned):
+            return ResponseEntity(self._result.chat_response, self._convert_reused(converter, target))
+        cr = self._run(converter, pinned)
+        return ResponseEntity(cr.chat_response, self._convert(converter, cr))
 
 
 class AsyncCallResponseSpec(_ResponseSpecBase):
@@ -544,8 +769,10 @@ class AsyncCallResponseSpec(_ResponseSpecBase):
         super().__init__(model, request, advisors)
         self._lock: asyncio.Lock | None = None
 
-    async def _run(self, converter: StructuredOutputConverter[Any] | None = None) -> ChatClientResponse:
-        request = self._request_for(converter)
+    async def _run(
+        self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None
+    ) -> ChatClientResponse:
+        request = self._request_for(converter, mode)
         if self._result is None:
             if self._lock is None:
                 import asyncio
@@ -576,29 +803,43 @@ class AsyncCallResponseSpec(_ResponseSpecBase):
         return _content(await self._run())
 
     @overload
-    async def entity(self, target: type[T]) -> T | None: ...
+    async def entity(self, target: type[T], *, mode: StructuredOutputMode | None = None) -> T | None: ...
     @overload
-    async def entity(self, target: StructuredOutputConverter[T]) -> T | None: ...
+    async def entity(
+        self, target: StructuredOutputConverter[T], *, mode: StructuredOutputMode | None = None
+    ) -> T | None: ...
     @overload
-    async def entity(self, target: Any) -> Any: ...
+    async def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> Any: ...
 
-    async def entity(self, target: Any) -> Any:
+    async def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> Any:
+        """Async ``CallResponseSpec.entity``."""
         converter = _converter(target)
-        text = _content(await self._run(converter))
-        return None if text is None else converter.convert(text)
+        pinned = _check_mode(mode)
+        if self._reusing(converter, pinned):
+            return self._convert_reused(converter, target)
+        return self._convert(converter, await self._run(converter, pinned))
 
     @overload
-    async def response_entity(self, target: type[T]) -> ResponseEntity[T]: ...
+    async def response_entity(
+        self, target: type[T], *, mode: StructuredOutputMode | None = None
+    ) -> ResponseEntity[T]: ...
     @overload
-    async def response_entity(self, target: StructuredOutputConverter[T]) -> ResponseEntity[T]: ...
+    async def response_entity(
+        self, target: StructuredOutputConverter[T], *, mode: StructuredOutputMode | None = None
+    ) -> ResponseEntity[T]: ...
     @overload
-    async def response_entity(self, target: Any) -> ResponseEntity[Any]: ...
+    async def response_entity(
+        self, target: Any, *, mode: StructuredOutputMode | None = None
+    ) -> ResponseEntity[Any]: ...
 
-    async def response_entity(self, target: Any) -> ResponseEntity[Any]:
+    async def response_entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> ResponseEntity[Any]:
+        """Async ``CallResponseSpec.response_entity``."""
         converter = _converter(target)
-        cr = await self._run(converter)
-        text = _content(cr)
-        return ResponseEntity(cr.chat_response, None if text is None else converter.convert(text))
+        pinned = _check_mode(mode)
+        if self._reusing(converter, pinned):
+            return ResponseEntity(self._result.chat_response, self._convert_reused(converter, target))
+        cr = await self._run(converter, pinned)
+        return ResponseEntity(cr.chat_response, self._convert(converter, cr))
 
 
 def _consumed_error() -> ChatClientError:
@@ -612,10 +853,12 @@ class StreamResponseSpec(_ResponseSpecBase):
 
     __slots__ = ()
 
-    def _open(self, converter: StructuredOutputConverter[Any] | None = None) -> Iterator[ChatClientResponse]:
+    def _open(
+        self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None
+    ) -> Iterator[ChatClientResponse]:
         if self._result is not None:
             raise _consumed_error()
-        request = self._request_for(converter)
+        request = self._request_for(converter, mode)
         self._result = True
         chain = self._chain("stream")
         if observation._observer is None:
@@ -637,18 +880,29 @@ class StreamResponseSpec(_ResponseSpecBase):
                 yield text
 
     @overload
-    def entity(self, target: type[T]) -> Iterator[T]: ...
+    def entity(self, target: type[T], *, mode: StructuredOutputMode | None = None) -> Iterator[T]: ...
     @overload
-    def entity(self, target: StructuredOutputConverter[T]) -> Iterator[T]: ...
+    def entity(
+        self, target: StructuredOutputConverter[T], *, mode: StructuredOutputMode | None = None
+    ) -> Iterator[T]: ...
     @overload
-    def entity(self, target: Any) -> Iterator[Any]: ...
+    def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> Iterator[Any]: ...
 
-    def entity(self, target: Any) -> Iterator[Any]:
+    def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> Iterator[Any]:
         """Successively more complete partial entities as JSON arrives, then the final validated one."""
         from chatclient.converters import stream_entities
+        from chatclient.models.base import ResponseAggregator
 
         converter = _converter(target)
-        return stream_entities(converter, (_content(cr) for cr in self._open(converter)))
+        chunks = self._open(converter, _check_mode(mode))
+        seen = ResponseAggregator()
+
+        def texts() -> Iterator[str | None]:
+            for cr in chunks:
+                seen.add(cr.chat_response)
+                yield _content(cr)
+
+        return _explained_stream(stream_entities(converter, texts()), seen, converter, self._max_tokens())
 
 
 class AsyncStreamResponseSpec(_ResponseSpecBase):
@@ -656,10 +910,12 @@ class AsyncStreamResponseSpec(_ResponseSpecBase):
 
     __slots__ = ()
 
-    def _open(self, converter: StructuredOutputConverter[Any] | None = None) -> AsyncIterator[ChatClientResponse]:
+    def _open(
+        self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None
+    ) -> AsyncIterator[ChatClientResponse]:
         if self._result is not None:
             raise _consumed_error()
-        request = self._request_for(converter)
+        request = self._request_for(converter, mode)
         self._result = True
         chain = self._chain("astream")
         if observation._observer is None:
@@ -682,22 +938,29 @@ class AsyncStreamResponseSpec(_ResponseSpecBase):
                 yield text
 
     @overload
-    def entity(self, target: type[T]) -> AsyncIterator[T]: ...
+    def entity(self, target: type[T], *, mode: StructuredOutputMode | None = None) -> AsyncIterator[T]: ...
     @overload
-    def entity(self, target: StructuredOutputConverter[T]) -> AsyncIterator[T]: ...
+    def entity(
+        self, target: StructuredOutputConverter[T], *, mode: StructuredOutputMode | None = None
+    ) -> AsyncIterator[T]: ...
     @overload
-    def entity(self, target: Any) -> AsyncIterator[Any]: ...
+    def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> AsyncIterator[Any]: ...
 
-    def entity(self, target: Any) -> AsyncIterator[Any]:
+    def entity(self, target: Any, *, mode: StructuredOutputMode | None = None) -> AsyncIterator[Any]:
+        """Async ``StreamResponseSpec.entity``."""
         from chatclient.converters import astream_entities
+        from chatclient.models.base import ResponseAggregator
 
         converter = _converter(target)
+        chunks = self._open(converter, _check_mode(mode))
+        seen = ResponseAggregator()
 
         async def texts() -> AsyncIterator[str | None]:
-            async for cr in self._open(converter):
+            async for cr in chunks:
+                seen.add(cr.chat_response)
                 yield _content(cr)
 
-        return astream_entities(converter, texts())
+        return _aexplained_stream(astream_entities(converter, texts()), seen, converter, self._max_tokens())
 
 
 __all__ = [

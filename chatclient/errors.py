@@ -36,6 +36,22 @@ class OutputConversionError(ChatClientError):
         self.target = target
 
 
+class RefusalError(OutputConversionError):
+    """The model declined to answer (OpenAI ``message.refusal``), so there is no output to convert.
+
+    ``refusal`` is the model's own explanation; it is also on ``AssistantMessage.refusal``. Catching
+    ``OutputConversionError`` catches this too, so ``entity()`` callers need no new ``except``.
+    """
+
+    def __init__(self, refusal: str, message: str | None = None, target: object = None) -> None:
+        super().__init__(
+            message or f"the model refused to answer: {refusal[:300]}; rephrase the request or handle the refusal",
+            text=None,
+            target=target,
+        )
+        self.refusal = refusal
+
+
 class FilterExpressionError(ChatClientError):
     """A filter expression is malformed; ``position`` is the 0-based offset of the problem."""
 
@@ -49,12 +65,30 @@ class ModelError(ChatClientError):
 
 
 class ModelHTTPError(ModelError):
-    """The provider answered with an HTTP error status."""
+    """The provider answered with an HTTP error status (or reported one mid-stream).
 
-    def __init__(self, message: str, status: int | None = None, body: str | None = None) -> None:
+    ``body`` is a scrubbed excerpt of the error body. ``code`` and ``type`` are the provider's own
+    error code and error type when its body carried them (OpenAI ``error.code`` / ``error.type``,
+    Anthropic ``error.type`` such as ``"overloaded_error"``); ``request_id`` comes from the
+    ``x-request-id`` / ``request-id`` response header: quote it when contacting the provider.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        body: str | None = None,
+        *,
+        code: str | None = None,
+        type: str | None = None,  # the provider's own name for it
+        request_id: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
+        self.code = code
+        self.type = type
+        self.request_id = request_id
 
 
 class AuthenticationError(ModelHTTPError):
@@ -65,9 +99,17 @@ class RateLimitError(ModelHTTPError):
     """The provider throttled the call (429); ``retry_after`` is in seconds when it said so."""
 
     def __init__(
-        self, message: str, status: int | None = 429, body: str | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        status: int | None = 429,
+        body: str | None = None,
+        retry_after: float | None = None,
+        *,
+        code: str | None = None,
+        type: str | None = None,  # the provider's own name for it
+        request_id: str | None = None,
     ) -> None:
-        super().__init__(message, status=status, body=body)
+        super().__init__(message, status=status, body=body, code=code, type=type, request_id=request_id)
         self.retry_after = retry_after
 
 
@@ -80,7 +122,15 @@ class ModelConnectionError(ModelError):
 
 
 class ModelResponseError(ModelError):
-    """The provider's payload was malformed or incomplete."""
+    """The provider's payload was malformed, incomplete, or larger/deeper than the configured bounds."""
+
+
+class ModelRequestError(ModelError):
+    """The request could not be sent as built (an invalid header value, URL or protocol).
+
+    Never retried: sending the same request again cannot succeed. The message names what to fix
+    and never quotes a header value.
+    """
 
 
 class ToolError(ChatClientError):
@@ -115,10 +165,12 @@ __all__ = [
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
+    "ModelRequestError",
     "ModelResponseError",
     "ModelTimeoutError",
     "OutputConversionError",
     "RateLimitError",
+    "RefusalError",
     "TemplateError",
     "ToolError",
     "ToolExecutionError",

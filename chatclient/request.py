@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatclient.models.base import ChatResponse
 from chatclient.prompt import Prompt
+
+if TYPE_CHECKING:
+    from chatclient.tools.results import ToolExecution
+
+ResponseScreen = Callable[[ChatResponse], "ChatResponse | None"]
+"""A check an advisor registers under ``ContextKeys.RESPONSE_SCREENS``: ``None`` when an answer may
+reach the caller, else the response to send instead (a refusal)."""
 
 _KEEP: Any = object()
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -29,6 +36,14 @@ class ContextKeys:
     TOOL_EXCHANGE = "chatclient.tool.exchange"
     TOOL_CALLBACKS = "chatclient.tool.callbacks"
     TOOL_CONTEXT = "chatclient.tool.context"
+    TOOL_EXECUTIONS = "chatclient.tool.executions"
+    """Response context: the ``ToolExecution`` records of every tool call the tool loop ran."""
+    RESPONSE_SCREENS = "chatclient.response.screens"
+    """Request/response context: a tuple of ``ResponseScreen`` callables. An advisor that builds an
+    answer the screening advisor never saw (a ``return_direct`` tool result) or that persists one
+    (memory) applies them first."""
+    REFUSED = "chatclient.refused"
+    """Response context: the name of the advisor that refused the turn (memory does not store it)."""
 
 
 def _freeze(context: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -74,3 +89,51 @@ class ChatClientResponse:
         """A copy with a new chat response and/or extra context (merged: given keys win)."""
         ctx = self.context if not context else {**self.context, **context}
         return ChatClientResponse(self.chat_response if chat_response is _KEEP else chat_response, ctx)
+
+    @property
+    def tool_executions(self) -> tuple[ToolExecution, ...]:
+        """Every tool call the tool loop ran for this response, in order, across all iterations.
+
+        Each record has the call's ``id``, ``name``, ``arguments`` (the model's JSON text),
+        ``result`` (the text sent back to the model), ``is_error`` and ``duration`` (seconds).
+        Empty when no tool ran.
+
+        >>> ChatClientResponse().tool_executions
+        ()
+        """
+        return tuple(self.context.get(ContextKeys.TOOL_EXECUTIONS) or ())
+
+    @property
+    def refused_by(self) -> str | None:
+        """The name of the advisor that refused this turn (e.g. ``"SafeGuardAdvisor"``), else ``None``."""
+        value = self.context.get(ContextKeys.REFUSED)
+        return str(value) if value else None
+
+
+def apply_screens(screens: object, chat_response: ChatResponse | None) -> tuple[ChatResponse, str] | None:
+    """Run the ``ResponseScreen`` callables in ``screens`` over ``chat_response``.
+
+    Returns the first replacement a screen asks for (a refusal) with the name of the screen's
+    owner (its advisor's ``name``), or ``None`` when every screen lets the answer through (also for
+    a missing response or an empty/malformed screen list).
+    """
+    if chat_response is None or not isinstance(screens, (tuple, list)):
+        return None
+    for screen in screens:
+        if callable(screen):
+            replacement = screen(chat_response)
+            if replacement is not None:
+                owner = getattr(screen, "__self__", None)
+                name = getattr(owner, "name", None) or getattr(screen, "__qualname__", "response screen")
+                return replacement, str(name)
+    return None
+
+
+def screens_of(*contexts: Mapping[str, Any]) -> tuple[ResponseScreen, ...]:
+    """The ``RESPONSE_SCREENS`` of the given contexts, each screen once, in order."""
+    out: list[ResponseScreen] = []
+    for context in contexts:
+        value = context.get(ContextKeys.RESPONSE_SCREENS)
+        if isinstance(value, (tuple, list)):
+            out.extend(s for s in value if callable(s) and s not in out)
+    return tuple(out)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 
+from chatclient.jsonsafe import MAX_JSON_DEPTH
+
 # Reasoning blocks some models emit before the answer. Only LEADING blocks are removed: a JSON
 # string value that happens to contain "<think>" must survive untouched.
 _THINKING = re.compile(
@@ -72,11 +74,41 @@ def first_json_value(text: str) -> str | None:
 
     Used only after a direct parse failed, to tolerate remarks after the value (``{...}, thanks``).
     """
+    if too_deep(text):
+        return None  # the stdlib decoder would recurse past the interpreter's limit
     try:
         _, end = _DECODER.raw_decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a lower interpreter limit than ours
         return None
     return text[:end]
 
 
-__all__ = ["clean_text", "first_json_value", "strip_code_fence", "strip_thinking"]
+def too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``text`` opens more than ``limit`` JSON brackets at once (brackets in strings do not count).
+
+    One linear pass, no recursion; used before handing model output to recursive parsers.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "[" or ch == "{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch == "]" or ch == "}":
+            depth -= 1
+    return False
+
+
+__all__ = ["clean_text", "first_json_value", "strip_code_fence", "strip_thinking", "too_deep"]

@@ -106,6 +106,114 @@ def json_path(loc: typing.Iterable[Any]) -> str:
     return path
 
 
+SUPPORTED_TARGETS = (
+    "pydantic models, dataclasses, TypedDicts, enums, list[X] / dict[str, X] / tuples of those, "
+    "Literal[...], unions, primitives (str, int, float, bool, datetime, ...), or a "
+    "StructuredOutputConverter"
+)
+
+
+def unsupported_target_message(target: Any, error: BaseException | None = None) -> str:
+    """Why ``target`` cannot be an ``entity()`` type, naming what can (not pydantic's internal text)."""
+    name = type_name(target)
+    if isinstance(target, type) and not _is_supported_shape(target):
+        advice = f"turn {name} into a @dataclass or a pydantic BaseModel, or pass a converter"
+        what = f"{name} is a plain class, so its fields are unknown"
+    else:
+        advice = "use one of those types for it, or pass a converter"
+        detail = str(error).splitlines()[0] if error is not None and str(error) else "no schema can be built for it"
+        what = f"{name} contains a type pydantic cannot describe ({detail.strip()[:160]})"
+    return f"Cannot convert model output to {name}: {what}. entity() supports {SUPPORTED_TARGETS}; {advice}."
+
+
+def _is_supported_shape(target: type) -> bool:
+    import dataclasses
+    import enum
+
+    from pydantic import BaseModel
+
+    return (
+        dataclasses.is_dataclass(target)
+        or issubclass(target, BaseModel | enum.Enum)
+        or typing.is_typeddict(target)
+        or target.__module__ == "builtins"
+    )
+
+
+# -- explaining conversion failures --------------------------------------------------------------
+
+
+def explain_conversion(
+    converter: StructuredOutputConverter[Any],
+    response: Any,
+    *,
+    max_tokens: int | None = None,
+) -> Any:
+    """``converter.convert`` of a ``ChatResponse``'s text, with errors that say WHY the text was bad.
+
+    - a refusal (``AssistantMessage.refusal``) raises ``RefusalError`` with the model's words;
+    - no content at all gives ``None`` (as ``entity()`` promises);
+    - an answer cut off by the token limit (finish reason ``length``) says so, with ``max_tokens``
+      when known, instead of a JSON syntax error;
+    - with ``StructuredOutputValidationAdvisor``, how many model calls were made and why it stopped.
+    """
+    from chatclient.errors import RefusalError
+
+    target = getattr(converter, "target", converter)
+    generation = getattr(response, "result", None)
+    if generation is None:
+        return None
+    refusal = getattr(generation.output, "refusal", None)
+    if refusal:
+        raise RefusalError(refusal, target=target)
+    text = generation.output.text
+    if text is None:
+        return None
+    try:
+        return converter.convert(text)
+    except OutputConversionError as exc:
+        raise explained_error(exc, response, target, max_tokens=max_tokens) from exc
+
+
+def explained_error(
+    error: OutputConversionError, response: Any, target: Any, *, max_tokens: int | None = None
+) -> OutputConversionError:
+    """``error`` re-worded with what the response tells about the failure (cut off, attempts made)."""
+    from chatclient.errors import RefusalError
+
+    if isinstance(error, RefusalError):
+        return error
+    generation = getattr(response, "result", None)
+    finish = getattr(generation, "finish_reason", None) if generation is not None else None
+    text = error.text
+    if finish == "length":
+        limit = f" (max_tokens={max_tokens})" if max_tokens is not None else ""
+        state = "an empty answer" if not (text or "").strip() else "an incomplete answer"
+        message = (
+            f"Could not convert the model output to {type_name(target)}: the model hit its token limit{limit} "
+            f"(finish reason 'length') and returned {state}; raise max_tokens in ChatOptions or ask for less. "
+            f"Output was: {shown(text, _SHORT_EXCERPT)}"
+        )
+    elif text is not None and not text.strip():
+        message = (
+            f"Could not convert the model output to {type_name(target)}: the model returned an empty answer "
+            f"(finish reason {finish!r}); a small model may not follow the format, try a larger model or "
+            f"a structured-output mode the server enforces. Output was: {shown(text)}"
+        )
+    else:
+        message = str(error)
+    extra = getattr(getattr(response, "metadata", None), "extra", None) or {}
+    attempts = extra.get("validation_attempts")
+    if attempts:
+        message += f" StructuredOutputValidationAdvisor made {attempts} model call{'s' if attempts != 1 else ''}"
+        stopped = extra.get("validation_stopped")
+        message += f" and stopped early: {stopped}." if stopped else "."
+    return OutputConversionError(message, text=text, target=target)
+
+
+_SHORT_EXCERPT = 200
+
+
 # -- typing.TypedDict on Python 3.11 ---------------------------------------------------------------
 
 
@@ -206,7 +314,7 @@ class EntityOutputConverter(Generic[T]):
         try:
             self.type_adapter: TypeAdapter[T] = TypeAdapter(pydantic_compatible(target))
         except (PydanticSchemaGenerationError, PydanticUserError, TypeError) as exc:
-            raise TypeError(f"Cannot convert model output to {type_name(target)}: {exc}") from exc
+            raise TypeError(unsupported_target_message(target, exc)) from exc
         self._schema: dict[str, Any] | None = None
         self._format: str | None = None
         self._lock = threading.Lock()
@@ -220,7 +328,7 @@ class EntityOutputConverter(Generic[T]):
                     try:
                         raw = self.type_adapter.json_schema()
                     except PydanticUserError as exc:
-                        raise TypeError(f"{type_name(self.target)} has no JSON schema: {exc}") from exc
+                        raise TypeError(unsupported_target_message(self.target, exc)) from exc
                     self._schema = strict_schema(raw)
         return self._schema
 
@@ -395,7 +503,10 @@ __all__ = [
     "conversion_error",
     "converter_for",
     "describe_validation_error",
+    "explain_conversion",
+    "explained_error",
     "json_path",
     "shown",
     "type_name",
+    "unsupported_target_message",
 ]

@@ -23,7 +23,6 @@ partial. A stream whose deltas were all ``None`` (no content) yields nothing.
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -42,7 +41,7 @@ from chatclient.converters.core import (
 T = TypeVar("T")
 
 _NOTHING: Any = object()
-_TRAILING_NUMBER = re.compile(r"\d[\d.eE+-]*\s*\Z|-\s*\Z")
+_NUMBER_CHARS = frozenset("0123456789.eE+-")
 _UNION_TYPES: tuple[Any, ...] = (typing.Union, type(int | None))
 
 
@@ -58,12 +57,26 @@ def parse_partial_json(text: str) -> Any:
         # While the opening fence or its language tag is still arriving this leaves a word (or
         # nothing), which the parser rejects below: no state until the JSON itself starts.
         cleaned = strip_code_fence(cleaned)
-    if not cleaned or _TRAILING_NUMBER.search(cleaned):
+    if not cleaned or _ends_with_number(cleaned):
         return _NOTHING
     try:
         return from_json(cleaned, allow_partial="trailing-strings")
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: pydantic-core cannot encode a lone surrogate as UTF-8
         return _NOTHING
+
+
+def _ends_with_number(text: str) -> bool:
+    """True when the text ends in a number that may still grow (``12`` of ``123``), or a lone ``-``.
+
+    One backwards scan over the trailing run of number characters; the regex it replaces
+    (``\\d[\\d.eE+-]*\\s*\\Z`` with ``search``) restarted at every digit, quadratic in long runs.
+    """
+    end = len(text.rstrip())
+    start = end
+    while start > 0 and text[start - 1] in _NUMBER_CHARS:
+        start -= 1
+    run = text[start:end]
+    return run.endswith("-") or any("0" <= ch <= "9" for ch in run)
 
 
 # -- shaping a parsed value into the target type -------------------------------------------------

@@ -1,10 +1,17 @@
 """PostgreSQL repository (psycopg 3, extra ``postgres``).
 
-One row per message (``conversation_id, seq, message JSONB``). Every write is one transaction that
+One row per message (``conversation_id, seq, message JSONB, message_text TEXT``). Every write is one transaction that
 first takes a transaction-scoped advisory lock on the conversation, so read-modify-write updates
 from any number of threads, processes or machines run one at a time per conversation and lose
 nothing. The table is created on first use (under an advisory lock too, since concurrent
 ``CREATE TABLE IF NOT EXISTS`` can collide in PostgreSQL).
+
+Any text the other repositories store is stored here too, NUL (``\\x00``) included. JSONB refuses
+``\\u0000`` (and TEXT refuses a raw NUL byte), so a message whose JSON holds that escape is kept as
+its JSON text in ``message_text`` (with ``message`` NULL); every other message stays plain JSONB,
+so rows written before this column existed, and the JSONB queries users run on them, still work.
+Tables created by older versions get the column on first use. The rule for all repositories: any
+``str`` that encodes as UTF-8 round-trips (lone surrogates do not, they are not text).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from chatclient import jsonsafe
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
 from chatclient.memory.serialization import message_from_dict, message_to_dict
 from chatclient.memory.sqlite import check_identifier
@@ -39,6 +47,26 @@ def _lock_key(*parts: str) -> int:
     # A stable signed 64-bit key for pg_advisory_xact_lock (Python's hash() differs per process).
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+def _columns(record: dict[str, Any]) -> tuple[str | None, str | None]:
+    """``(message, message_text)`` for a record: JSONB when PostgreSQL can hold it, else the JSON text."""
+    text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    # json.dumps writes NUL as the escape \u0000, which JSONB refuses but TEXT takes as six
+    # characters. (A literal backslash followed by "u0000" also matches; it round-trips either way.)
+    if "\\u0000" in text:
+        return None, text
+    return text, None
+
+
+def _stored(message: Any, message_text: str | None) -> Any:
+    """The record of one row, from whichever column holds it."""
+    if message_text is None:
+        return message
+    try:
+        return jsonsafe.loads(message_text)
+    except ValueError as exc:  # JSONDepthError or a damaged row: the memory error type
+        raise ValueError(f"a stored message is not usable: {exc}") from None
 
 
 class PostgresChatMemoryRepository:
@@ -119,10 +147,20 @@ class PostgresChatMemoryRepository:
             conn.execute(
                 sql.SQL(
                     "CREATE TABLE IF NOT EXISTS {} (conversation_id TEXT NOT NULL, seq BIGINT NOT NULL, "
-                    "message JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), "
+                    "message JSONB, message_text TEXT, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), "
                     "PRIMARY KEY (conversation_id, seq))"
                 ).format(self._name)
             )
+            # A table from an older version has ``message JSONB NOT NULL`` and no ``message_text``:
+            # migrate it once (checked first, because ALTER TABLE locks the table even when idle).
+            has_text = conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = COALESCE(%s, current_schema()) "
+                "AND table_name = %s AND column_name = 'message_text'",
+                (self.schema, self.table),
+            ).fetchone()
+            if has_text is None:
+                conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN message_text TEXT").format(self._name))
+                conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN message DROP NOT NULL").format(self._name))
         self._ready = True
 
     def close(self) -> None:
@@ -149,9 +187,10 @@ class PostgresChatMemoryRepository:
         check_conversation_id(conversation_id)
         with self._connection() as conn:
             rows = conn.execute(
-                self._sql("SELECT message FROM {table} WHERE conversation_id = %s ORDER BY seq"), (conversation_id,)
+                self._sql("SELECT message, message_text FROM {table} WHERE conversation_id = %s ORDER BY seq"),
+                (conversation_id,),
             ).fetchall()
-        return [message_from_dict(r[0]) for r in rows]
+        return [message_from_dict(_stored(r[0], r[1])) for r in rows]
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         stored = check_messages(messages)
@@ -172,13 +211,14 @@ class PostgresChatMemoryRepository:
         with self._connection() as conn, conn.pipeline(), conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._qualified, conversation_id),))
             rows = conn.execute(
-                self._sql("SELECT seq, message FROM {table} WHERE conversation_id = %s ORDER BY seq"),
+                self._sql("SELECT seq, message, message_text FROM {table} WHERE conversation_id = %s ORDER BY seq"),
                 (conversation_id,),
             ).fetchall()
-            result = check_messages(fn([message_from_dict(r[1]) for r in rows]))
+            stored = [_stored(r[1], r[2]) for r in rows]
+            result = check_messages(fn([message_from_dict(d) for d in stored]))
             # JSONB normalises the text, so compare parsed values rather than strings.
             wanted = [message_to_dict(m) for m in result]
-            plan = plan_rows([r[1] for r in rows], wanted)
+            plan = plan_rows(stored, wanted)
             if plan.delete:
                 conn.execute(
                     self._sql("DELETE FROM {table} WHERE conversation_id = %s AND seq = ANY(%s)"),
@@ -188,11 +228,11 @@ class PostgresChatMemoryRepository:
                 start = rows[-1][0] + 1 if rows else 0
                 with conn.cursor() as cur:
                     cur.executemany(
-                        self._sql("INSERT INTO {table} (conversation_id, seq, message) VALUES (%s, %s, %s::jsonb)"),
-                        [
-                            (conversation_id, start + k, json.dumps(d, ensure_ascii=False, allow_nan=False))
-                            for k, d in enumerate(plan.append)
-                        ],
+                        self._sql(
+                            "INSERT INTO {table} (conversation_id, seq, message, message_text) "
+                            "VALUES (%s, %s, %s::jsonb, %s)"
+                        ),
+                        [(conversation_id, start + k, *_columns(d)) for k, d in enumerate(plan.append)],
                     )
         return result
 

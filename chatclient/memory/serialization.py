@@ -2,6 +2,14 @@
 
 Each message becomes a JSON object carrying a format version ``"v"``, so stores written today stay
 readable when the format grows. Media bytes are base64 encoded; a media URL stays a string.
+An assistant message keeps its reasoning blocks (text, signature, redacted data, provider), its
+refusal and each tool call's provider metadata (e.g. a Gemini ``thought_signature``), because a
+provider may require them back in the next request.
+
+Versions: 1 is the original format; 2 adds ``reasoning``, ``refusal`` and tool-call ``metadata``.
+A message is written with the lowest version that holds it, so a store stays readable by older
+chatclient releases until a message actually needs the new fields (an older release then refuses
+that record with advice to upgrade, instead of silently dropping a signature).
 Metadata may hold JSON values plus tuples and bytes (tagged so they read back as tuples and
 bytes); anything else is rejected with ``ValueError`` rather than stored in a form that would read
 back different.
@@ -18,10 +26,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chatclient import jsonsafe
 from chatclient.messages import (
     AssistantMessage,
     Media,
     Message,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponse,
@@ -29,13 +39,15 @@ from chatclient.messages import (
     UserMessage,
 )
 
-FORMAT_VERSION = 1
-"""The version written into every serialised message; readers accept versions up to this one."""
+FORMAT_VERSION = 2
+"""The newest format version; readers accept versions up to this one, writers use the lowest that fits."""
+
+_BASE_VERSION = 1
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:
     """The JSON-ready dict of a message (with ``"v"`` and ``"type"``)."""
-    out: dict[str, Any] = {"v": FORMAT_VERSION, "type": message.type.value}
+    out: dict[str, Any] = {"v": _BASE_VERSION, "type": message.type.value}
     if isinstance(message, (SystemMessage, UserMessage)):
         out["text"] = message.text
     if isinstance(message, UserMessage) and message.media:
@@ -43,14 +55,23 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     if isinstance(message, AssistantMessage):
         out["text"] = message.text
         if message.tool_calls:
-            out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+            out["tool_calls"] = [_call_to_dict(c, out) for c in message.tool_calls]
+        if message.reasoning:
+            out["v"] = 2
+            out["reasoning"] = [_reasoning_to_dict(r) for r in message.reasoning]
+        if message.refusal is not None:
+            out["v"] = 2
+            out["refusal"] = message.refusal
     if isinstance(message, ToolResponseMessage):
         out["responses"] = [
             {"id": r.id, "name": r.name, "response_data": r.response_data, "is_error": r.is_error}
             for r in message.responses
         ]
     if message.metadata:
-        out["metadata"] = _plain(message.metadata, "metadata")
+        try:
+            out["metadata"] = _plain(message.metadata, "metadata")
+        except RecursionError:  # checked recursively; refuse what could not be read back
+            raise ValueError("metadata nests too deeply to store; flatten it") from None
     return out
 
 
@@ -65,7 +86,10 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             "upgrade chatclient to read it"
         )
     kind = data.get("type")
-    metadata = _restore(data.get("metadata") or {})
+    try:
+        metadata = _restore(data.get("metadata") or {})
+    except RecursionError:  # the restore walks nested metadata recursively
+        raise ValueError("a stored message's metadata nests too deeply to read") from None
     try:
         if kind == "system":
             return SystemMessage(data["text"], metadata=metadata)
@@ -73,8 +97,15 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             media = tuple(_media_from_dict(m) for m in data.get("media", ()))
             return UserMessage(data["text"], media=media, metadata=metadata)
         if kind == "assistant":
-            calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in data.get("tool_calls", ()))
-            return AssistantMessage(data.get("text"), calls, metadata=metadata)
+            calls = tuple(
+                ToolCall(c["id"], c["name"], c["arguments"], metadata=_restore(c.get("metadata") or {}))
+                for c in data.get("tool_calls", ())
+            )
+            reasoning = tuple(_reasoning_from_dict(r) for r in data.get("reasoning", ()))
+            refusal = data.get("refusal")
+            if refusal is not None and not isinstance(refusal, str):
+                raise TypeError("'refusal' must be a string")
+            return AssistantMessage(data.get("text"), calls, metadata=metadata, reasoning=reasoning, refusal=refusal)
         if kind == "tool":
             responses = tuple(
                 ToolResponse(r["id"], r["name"], r["response_data"], bool(r.get("is_error", False)))
@@ -94,7 +125,9 @@ def message_to_json(message: Message) -> str:
 def message_from_json(text: str | bytes) -> Message:
     """Parse :func:`message_to_json` output."""
     try:
-        data = json.loads(text)
+        data = jsonsafe.loads(text)
+    except jsonsafe.JSONDepthError as exc:
+        raise ValueError(f"a stored message is not usable: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"a stored message is not valid JSON: {exc}") from None
     return message_from_dict(data)
@@ -109,10 +142,43 @@ def messages_to_json(messages: Sequence[Message]) -> str:
 
 def messages_from_json(text: str | bytes) -> list[Message]:
     """Parse :func:`messages_to_json` output."""
-    data = json.loads(text)
+    try:
+        data = jsonsafe.loads(text)
+    except jsonsafe.JSONDepthError as exc:
+        raise ValueError(f"stored messages are not usable: {exc}") from None
     if not isinstance(data, list):
         raise ValueError("stored messages must be a JSON array")
     return [message_from_dict(d) for d in data]
+
+
+def _call_to_dict(call: ToolCall, out: dict[str, Any]) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments}
+    if call.metadata:
+        out["v"] = 2
+        d["metadata"] = _plain(call.metadata, "tool call metadata")
+    return d
+
+
+def _reasoning_to_dict(r: Reasoning) -> dict[str, Any]:
+    # Only the fields that are set, so a record stays small and None never turns into "".
+    d: dict[str, Any] = {"text": r.text}
+    for key in ("signature", "redacted", "provider"):
+        value = getattr(r, key)
+        if value is not None:
+            d[key] = value
+    return d
+
+
+def _reasoning_from_dict(data: Any) -> Reasoning:
+    if not isinstance(data, Mapping):
+        raise TypeError("a reasoning entry must be an object")
+    values: dict[str, Any] = {"text": data.get("text", "")}
+    for key in ("signature", "redacted", "provider"):
+        values[key] = data.get(key)
+    for key, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"reasoning {key!r} must be a string")
+    return Reasoning(values["text"] or "", values["signature"], values["redacted"], values["provider"])
 
 
 def _media_to_dict(media: Media) -> dict[str, Any]:

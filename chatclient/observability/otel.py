@@ -7,7 +7,10 @@ What is recorded:
 
 * one span per client call, ``chat {model}`` (kind CLIENT): ``gen_ai.operation.name``,
   ``gen_ai.request.model`` and the request options, ``gen_ai.provider.name``, and when the answer
-  arrives ``gen_ai.usage.input_tokens``/``output_tokens``, ``gen_ai.response.finish_reasons``,
+  arrives ``gen_ai.usage.input_tokens``/``output_tokens`` (plus, when reported,
+  ``gen_ai.usage.cache_read.input_tokens``, ``gen_ai.usage.cache_creation.input_tokens``,
+  ``gen_ai.usage.reasoning.output_tokens`` and the server's own total as
+  ``chatclient.usage.total_tokens``), ``gen_ai.response.finish_reasons``,
   ``gen_ai.response.model``/``id``;
 * below it, one span per advisor invocation, ``advisor {name}`` (name and order as attributes), the
   terminal ``ChatModelAdvisor`` included, so the span tree is the advisor stack; recursive
@@ -350,9 +353,12 @@ class OpenTelemetryObserver:
 
     def start_http_attempt(self, provider: str, method: str, url: str, attempt: int) -> _SpanObservation:
         """One HTTP attempt; ``attempt`` counts from 1, so a retry is a sibling span with a higher number."""
-        from urllib.parse import urlsplit
+        from urllib.parse import urlsplit, urlunsplit
 
         parts = urlsplit(url)
+        if "@" in parts.netloc:
+            # OTel semantic conventions: url.full must not carry user:password credentials.
+            url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
         attrs: dict[str, Any] = {
             "http.request.method": method,
             "url.full": url,
@@ -396,6 +402,18 @@ class OpenTelemetryObserver:
         if not usage.is_empty():
             span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+            # The details are parts of the two totals above (semantic conventions: cache reads and
+            # writes are included in input_tokens, reasoning in output_tokens); set only when
+            # the provider reported them, so "0" never claims a cache miss nobody measured.
+            for attribute, value in (
+                ("gen_ai.usage.cache_read.input_tokens", usage.cached_input_tokens),
+                ("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens),
+                ("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens),
+            ):
+                if value:
+                    span.set_attribute(attribute, value)
+            if usage.reported_total_tokens is not None:
+                span.set_attribute("chatclient.usage.total_tokens", usage.reported_total_tokens)
         reasons = _finish_reasons(cr)
         if reasons:
             span.set_attribute("gen_ai.response.finish_reasons", reasons)

@@ -26,12 +26,13 @@ from chatclient.tools.callback import (
     ToolArgumentsError,
     ToolCallback,
     ToolResultConversionError,
+    ToolTimeoutError,
 )
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import ToolSpec, callbacks_from_object, resolve_tools, tool
 from chatclient.tools.docstrings import ParsedDocstring, parse_docstring
 from chatclient.tools.manager import RETURN_DIRECT, ToolCallingManager, ToolExecutionResult
-from chatclient.tools.results import DONE, ToolResultConverter, default_result_converter
+from chatclient.tools.results import DONE, ToolExecution, ToolResultConverter, default_result_converter
 
 __all__ = [
     "DONE",
@@ -44,10 +45,12 @@ __all__ = [
     "ToolCallingManager",
     "ToolContext",
     "ToolDefinition",
+    "ToolExecution",
     "ToolExecutionResult",
     "ToolResultConversionError",
     "ToolResultConverter",
     "ToolSpec",
+    "ToolTimeoutError",
     "callbacks_from_object",
     "default_result_converter",
     "parse_docstring",

@@ -30,8 +30,9 @@ from chatclient.models.base import (
     ResponseAggregator,
     Usage,
 )
-from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
+from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys, apply_screens, screens_of
 from chatclient.tools.manager import ToolCallingManager, ToolExecutionResult
+from chatclient.tools.results import ToolExecution
 
 # Values of tool_choice that do not force a call; any other value is dropped after the first
 # tool turn, or a forced model would call tools forever.
@@ -41,13 +42,14 @@ _UNFORCED = (None, "auto", "none")
 class _Loop:
     """The state of one request's tool loop (advisors are shared, so state never lives on them)."""
 
-    __slots__ = ("active", "advisor", "exchange", "messages", "request", "turns", "usage")
+    __slots__ = ("active", "advisor", "exchange", "executions", "messages", "request", "turns", "usage")
 
     def __init__(self, advisor: ToolCallAdvisor, request: ChatClientRequest) -> None:
         self.advisor = advisor
         self.request = request
         self.messages: tuple[Message, ...] = request.prompt.messages
         self.exchange: list[Message] = []
+        self.executions: list[ToolExecution] = []
         self.usage = Usage()
         self.turns = 0
         # Without tools in the request (an explicitly added advisor, a user-handled call) any tool
@@ -83,6 +85,7 @@ class _Loop:
     def apply(self, request: ChatClientRequest, result: ToolExecutionResult) -> bool:
         """Record the exchange and prepare the next messages; True when the results go straight back."""
         self.exchange.extend((result.assistant_message, result.tool_response_message))
+        self.executions.extend(result.executions)
         if self.advisor.conversation_history:
             self.messages = result.conversation_history
         else:
@@ -92,11 +95,30 @@ class _Loop:
         return result.return_direct
 
     def finish(self, response: ChatClientResponse, chat_response: ChatResponse | None = None) -> ChatClientResponse:
-        """The final response: summed usage and the turn's tool exchange in the context."""
+        """The final response: summed usage, the turn's tool exchange and tool executions in the context."""
         cr = chat_response if chat_response is not None else response.chat_response
         if cr is not None:
             cr = cr.with_usage(self.usage)
-        return response.mutate(chat_response=cr, context={ContextKeys.TOOL_EXCHANGE: tuple(self.exchange)})
+        return response.mutate(
+            chat_response=cr,
+            context={
+                ContextKeys.TOOL_EXCHANGE: tuple(self.exchange),
+                ContextKeys.TOOL_EXECUTIONS: tuple(self.executions),
+            },
+        )
+
+    def direct(self, response: ChatClientResponse, answer: ChatResponse) -> ChatClientResponse:
+        """The final response answering with return-direct tool results.
+
+        Advisors after this one (a safeguard with ``check_response``) never saw this answer: it is
+        built here, after they returned. So it goes through the response screens they registered in
+        the turn's context, and a screen's refusal replaces it (marked ``REFUSED``).
+        """
+        refused = apply_screens(screens_of(response.context), answer)
+        if refused is None:
+            return self.finish(response, answer)
+        replacement, by = refused
+        return self.finish(response.mutate(context={ContextKeys.REFUSED: by}), replacement)
 
 
 def _strip_finish(response: ChatClientResponse) -> ChatClientResponse:
@@ -118,8 +140,11 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
     Streams emit the final answer's chunks; tool-call chunks only with
     ``stream_tool_call_responses=True`` (without their finish reason). The turn's assistant
     tool-call messages and tool responses go into the response context under
-    ``ContextKeys.TOOL_EXCHANGE``; the final response's usage is the sum over all turns. A forcing
-    ``tool_choice`` ("required", a named tool) applies to the first turn only.
+    ``ContextKeys.TOOL_EXCHANGE``, and one ``ToolExecution`` record per tool call of every
+    iteration under ``ContextKeys.TOOL_EXECUTIONS`` (read it as ``response.tool_executions``); the
+    final response's usage is the sum over all turns. A forcing ``tool_choice`` ("required", a
+    named tool) applies to the first turn only. A return-direct answer passes the response screens
+    (``ContextKeys.RESPONSE_SCREENS``) of the advisors it bypassed, e.g. ``SafeGuardAdvisor(check_response=True)``.
     """
 
     def __init__(
@@ -154,7 +179,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
             assert cr is not None
             result = self.tool_calling_manager.execute(processed.prompt, cr, processed.context)
             if loop.apply(processed, result):
-                return loop.finish(response, result.to_chat_response(cr))
+                return loop.direct(response, result.to_chat_response(cr))
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         loop = _Loop(self, request)
@@ -167,7 +192,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
             assert cr is not None
             result = await self.tool_calling_manager.aexecute(processed.prompt, cr, processed.context)
             if loop.apply(processed, result):
-                return loop.finish(response, result.to_chat_response(cr))
+                return loop.direct(response, result.to_chat_response(cr))
 
     # -- streams ----------------------------------------------------------------------------------
 
@@ -218,7 +243,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
                 return
             result = self.tool_calling_manager.execute(processed.prompt, aggregate, processed.context)
             if loop.apply(processed, result):
-                yield loop.finish(
+                yield loop.direct(
                     last or ChatClientResponse(None, processed.context), result.to_chat_response(aggregate)
                 )
                 return
@@ -247,7 +272,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
                 return
             result = await self.tool_calling_manager.aexecute(processed.prompt, aggregate, processed.context)
             if loop.apply(processed, result):
-                yield loop.finish(
+                yield loop.direct(
                     last or ChatClientResponse(None, processed.context), result.to_chat_response(aggregate)
                 )
                 return

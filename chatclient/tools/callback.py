@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -25,12 +26,36 @@ class ToolResultConversionError(ToolExecutionError):
     """A tool's return value could not be converted to text (a bug in the tool, not the model's fault)."""
 
 
+class ToolTimeoutError(ToolExecutionError):
+    """A tool did not finish within its timeout (``@tool(timeout=...)`` or ``ToolCallingManager(timeout=...)``).
+
+    ``timeout`` is the limit in seconds. An async tool is cancelled; a sync tool cannot be stopped
+    and keeps running in its daemon thread, its result discarded.
+    """
+
+    def __init__(self, message: str, tool_name: str | None = None, timeout: float | None = None) -> None:
+        super().__init__(message, tool_name)
+        self.timeout = timeout
+
+
+def check_timeout(timeout: Any, what: str = "timeout") -> float | None:
+    """``None`` (no limit) or a positive, finite number of seconds, as a float."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds or None, not {type(timeout).__name__}")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"{what} must be a positive, finite number of seconds (or None for no limit), got {timeout!r}")
+    return float(timeout)
+
+
 @runtime_checkable
 class ToolCallback(Protocol):
     """A tool the model may call: its definition, whether its result goes straight to the caller, and how to run it.
 
     Implement ``call`` (and ``acall`` for native async); ``arguments`` is the model's raw JSON text.
-    Raise ``ToolExecutionError`` for failures the model should hear about.
+    Raise ``ToolExecutionError`` for failures the model should hear about. An optional ``timeout``
+    attribute (seconds, or ``None``) overrides the ``ToolCallingManager``'s default.
     """
 
     @property
@@ -80,7 +105,8 @@ class FunctionToolCallback:
 
     Without ``input_type`` the input schema comes from the callable's signature. With
     ``input_type`` (a pydantic model or dataclass) the callable receives one instance built from
-    the arguments, plus the ``ToolContext`` as a second argument if it takes two.
+    the arguments, plus the ``ToolContext`` as a second argument if it takes two. ``timeout``
+    (seconds) bounds each call when a ``ToolCallingManager`` runs it, overriding the manager's default.
 
     >>> cb = FunctionToolCallback(lambda a, b: a + b, name="add", description="Add two numbers")
     >>> cb.call('{"a": 2, "b": 3}')
@@ -96,10 +122,12 @@ class FunctionToolCallback:
         input_type: Any = None,
         return_direct: bool = False,
         result_converter: ToolResultConverter | Callable[[Any], str] | None = None,
+        timeout: float | None = None,
         _binder: SignatureInput | TypeInput | None = None,
     ) -> None:
         if fn is None or not callable(fn):
             raise TypeError(f"a tool needs a callable, got {fn!r}")
+        self._timeout = check_timeout(timeout)
         tool_name = check_tool_name(name if name is not None else getattr(fn, "__name__", None))
         self._fn = fn
         self._async = _is_async(fn)
@@ -124,6 +152,16 @@ class FunctionToolCallback:
     @property
     def return_direct(self) -> bool:
         return self._return_direct
+
+    @property
+    def timeout(self) -> float | None:
+        """This tool's time limit in seconds (``None``: the manager's default applies)."""
+        return self._timeout
+
+    @property
+    def is_async(self) -> bool:
+        """True when the wrapped callable is a coroutine function (it can be cancelled on timeout)."""
+        return self._async
 
     @property
     def function(self) -> Callable[..., Any]:
@@ -183,7 +221,8 @@ class FunctionToolCallback:
         return self._to_text(result)
 
     def __repr__(self) -> str:
-        return f"FunctionToolCallback(name={self.name!r}, return_direct={self._return_direct})"
+        timeout = f", timeout={self._timeout}" if self._timeout is not None else ""
+        return f"FunctionToolCallback(name={self.name!r}, return_direct={self._return_direct}{timeout})"
 
 
 async def _await(awaitable: Any) -> Any:

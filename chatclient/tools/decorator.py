@@ -7,7 +7,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from chatclient.tools.callback import FunctionToolCallback, ToolCallback, check_tool_name, is_tool_callback
+from chatclient.tools.callback import (
+    FunctionToolCallback,
+    ToolCallback,
+    check_timeout,
+    check_tool_name,
+    is_tool_callback,
+)
 from chatclient.tools.results import ToolResultConverter
 from chatclient.tools.schema import SignatureInput
 
@@ -25,6 +31,7 @@ class ToolSpec:
     result_converter: ToolResultConverter | Callable[[Any], str] | None
     binder: SignatureInput
     is_method: bool
+    timeout: float | None = None
 
 
 def _is_method_like(fn: Callable[..., Any]) -> bool:
@@ -47,6 +54,7 @@ def tool(
     description: str | None = None,
     return_direct: bool = False,
     result_converter: ToolResultConverter | Callable[[Any], str] | None = None,
+    timeout: float | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -58,11 +66,14 @@ def tool(
     description: str | None = None,
     return_direct: bool = False,
     result_converter: ToolResultConverter | Callable[[Any], str] | None = None,
+    timeout: float | None = None,
 ) -> Any:
     """Mark a function or method as a tool the model may call; it stays callable as before.
 
     The input schema is built from the signature now, so an inexpressible parameter type fails
-    here (``TypeError``), not in the middle of a conversation.
+    here (``TypeError``), not in the middle of a conversation. ``timeout`` (seconds) bounds each
+    call of this tool, overriding ``ToolCallingManager(timeout=...)``; a call that takes longer
+    becomes an error tool response (see ``ToolTimeoutError``).
 
     >>> @tool
     ... def add(a: int, b: int) -> int:
@@ -72,6 +83,8 @@ def tool(
     3
     """
 
+    limit = check_timeout(timeout)
+
     def decorate(f: Any) -> Any:
         target = f.__func__ if isinstance(f, (staticmethod, classmethod)) else f
         if not callable(target):
@@ -79,7 +92,7 @@ def tool(
         tool_name = check_tool_name(name if name is not None else getattr(target, "__name__", None))
         is_method = isinstance(f, classmethod) or (not isinstance(f, staticmethod) and _is_method_like(target))
         binder = SignatureInput(target, tool_name, skip_first=is_method)
-        spec = ToolSpec(tool_name, description, return_direct, result_converter, binder, is_method)
+        spec = ToolSpec(tool_name, description, return_direct, result_converter, binder, is_method, limit)
         setattr(target, _MARK, spec)
         return f
 
@@ -101,6 +114,7 @@ def _callback(fn: Callable[..., Any], spec: ToolSpec) -> FunctionToolCallback:
         description=spec.description,
         return_direct=spec.return_direct,
         result_converter=spec.result_converter,
+        timeout=spec.timeout,
         _binder=spec.binder,
     )
 

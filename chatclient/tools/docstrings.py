@@ -27,9 +27,10 @@ _GOOGLE_OTHER_HEADERS = {
     "warning",
     "warnings",
 }
-_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+# ``\s*+`` is possessive: with a plain ``\s*`` the two whitespace runs around the optional
+# "(type)" split a long run of spaces every possible way (quadratic on hostile input).
+_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*+(?:\([^)]*\))?\s*:\s*(.*)$")
 _NUMPY_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
-_REST_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
 _REST_FIELD = re.compile(r"^:\w+")
 
 
@@ -95,14 +96,14 @@ def parse_docstring(doc: str | None) -> ParsedDocstring:
             continue
         if _REST_FIELD.match(stripped):
             in_description = False
-            m = _REST_PARAM.match(stripped)
+            m = _rest_param(stripped)
             i += 1
             cont: list[str] = []
             while i < len(lines) and lines[i].strip() and not _REST_FIELD.match(lines[i].strip()):
                 cont.append(lines[i])
                 i += 1
             if m:
-                params[m.group(1)] = _join([m.group(2), *cont])
+                params[m[0]] = _join([m[1], *cont])
             continue
         if in_description:
             description.append(line)
@@ -110,6 +111,27 @@ def parse_docstring(doc: str | None) -> ParsedDocstring:
     paragraphs = "\n".join(description).strip().split("\n\n")
     text = "\n\n".join(_join(p.splitlines()) for p in paragraphs if p.strip())
     return ParsedDocstring(text, params)
+
+
+def _rest_param(line: str) -> tuple[str, str] | None:
+    r"""``(name, description)`` of ``:param [type] name: description``, or None.
+
+    Plain code instead of a regex: the pattern ``:param\s+(?:[^:]*\s)?(\w+)\s*:`` backtracks
+    cubically on a long run of spaces. The name is the last word before the first colon, preceded
+    by whitespace.
+    """
+    if not line.startswith(":param") or len(line) < 7 or not line[6].isspace():
+        return None
+    head, colon, description = line[7:].partition(":")
+    if not colon:
+        return None
+    head = head.rstrip()
+    start = len(head)
+    while start > 0 and (head[start - 1].isalnum() or head[start - 1] == "_"):
+        start -= 1
+    if start == len(head) or (start > 0 and not head[start - 1].isspace()):
+        return None
+    return head[start:], description.lstrip()
 
 
 def _google_params(body: list[str], out: dict[str, str]) -> None:

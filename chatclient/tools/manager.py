@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -15,9 +18,10 @@ from chatclient.messages import AssistantMessage, Message, ToolCall, ToolRespons
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
 from chatclient.prompt import Prompt
 from chatclient.request import ChatClientRequest, ContextKeys
-from chatclient.tools.callback import ToolCallback, ToolResultConversionError
+from chatclient.tools.callback import ToolCallback, ToolResultConversionError, ToolTimeoutError, check_timeout
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import resolve_tools
+from chatclient.tools.results import ToolExecution
 
 RETURN_DIRECT = "return_direct"
 """Finish reason of a response built from return-direct tool results."""
@@ -30,11 +34,13 @@ class ToolExecutionResult:
     """The conversation to send next (prompt messages + assistant tool calls + tool responses).
 
     ``return_direct`` is true when every tool of the turn is direct and none failed: the caller
-    should answer with the tool results instead of asking the model again.
+    should answer with the tool results instead of asking the model again. ``executions`` holds one
+    ``ToolExecution`` record (arguments, result, error flag, duration) per call, in the model's order.
     """
 
     conversation_history: tuple[Message, ...]
     return_direct: bool = False
+    executions: tuple[ToolExecution, ...] = ()
 
     @property
     def assistant_message(self) -> AssistantMessage:
@@ -85,6 +91,14 @@ class ToolCallingManager:
     unless ``raise_on_tool_error``; an unknown tool name becomes an error response listing the
     available tools, unless ``raise_on_unknown_tool``. A result that cannot be converted to text is
     a bug in the tool and always raises ``ToolResultConversionError``.
+
+    ``timeout`` (seconds, default ``None``: no limit) bounds every call of a tool that has no
+    limit of its own (``@tool(timeout=...)`` wins). A call past its limit becomes an error tool
+    response (``ToolTimeoutError`` with ``raise_on_tool_error``). Async tools are cancelled. A sync
+    tool cannot be killed: a timed call runs in its own daemon thread, which keeps running after
+    the timeout until the function returns (its result is discarded); being a daemon it never
+    blocks interpreter exit, and being its own thread it never occupies a shared pool (neither the
+    turn's workers nor asyncio's default executor), so hung tools cannot starve later calls.
     """
 
     def __init__(
@@ -92,18 +106,27 @@ class ToolCallingManager:
         raise_on_tool_error: bool = False,
         raise_on_unknown_tool: bool = False,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        *,
+        timeout: float | None = None,
     ) -> None:
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError("max_concurrency must be an integer >= 1")
         self.raise_on_tool_error = raise_on_tool_error
         self.raise_on_unknown_tool = raise_on_unknown_tool
         self.max_concurrency = max_concurrency
+        self.timeout = check_timeout(timeout)
 
     def __repr__(self) -> str:
         return (
             f"ToolCallingManager(raise_on_tool_error={self.raise_on_tool_error}, "
-            f"raise_on_unknown_tool={self.raise_on_unknown_tool}, max_concurrency={self.max_concurrency})"
+            f"raise_on_unknown_tool={self.raise_on_unknown_tool}, max_concurrency={self.max_concurrency}, "
+            f"timeout={self.timeout})"
         )
+
+    def timeout_for(self, callback: ToolCallback) -> float | None:
+        """The time limit for one call of ``callback``: its own ``timeout`` if set, else the manager's."""
+        own = check_timeout(getattr(callback, "timeout", None), f"timeout of tool {callback.definition.name!r}")
+        return own if own is not None else self.timeout
 
     # -- planning ---------------------------------------------------------------------------------
 
@@ -132,11 +155,16 @@ class ToolCallingManager:
         history = (*prompt.messages, assistant)
         return _Plan(assistant, calls, ToolContext(values, history), available, history)
 
-    def _finish(self, plan: _Plan, responses: Sequence[ToolResponse]) -> ToolExecutionResult:
+    def _finish(self, plan: _Plan, outcomes: Sequence[tuple[ToolResponse, float]]) -> ToolExecutionResult:
+        responses = tuple(r for r, _ in outcomes)
         direct = all(cb is not None and cb.return_direct for _, cb in plan.calls) and not any(
             r.is_error for r in responses
         )
-        return ToolExecutionResult((*plan.history, ToolResponseMessage(tuple(responses))), direct)
+        executions = tuple(
+            ToolExecution(call.id, call.name, call.arguments, r.response_data, r.is_error, duration)
+            for (call, _), (r, duration) in zip(plan.calls, outcomes, strict=True)
+        )
+        return ToolExecutionResult((*plan.history, ToolResponseMessage(responses)), direct, executions)
 
     def _on_error(self, call: ToolCall, exc: Exception) -> ToolResponse:
         if isinstance(exc, ToolResultConversionError):
@@ -150,9 +178,10 @@ class ToolCallingManager:
 
     # -- sync -------------------------------------------------------------------------------------
 
-    def _run(self, call: ToolCall, cb: ToolCallback | None, plan: _Plan) -> ToolResponse:
+    def _run(self, call: ToolCall, cb: ToolCallback | None, plan: _Plan) -> tuple[ToolResponse, float]:
+        start = time.perf_counter()
         if observation._observer is None:
-            return self._run_tool(call, cb, plan)
+            return self._run_tool(call, cb, plan), time.perf_counter() - start
         obs = observation._observer.start_tool(call.name, call.id, call.arguments)
         try:
             response = self._run_tool(call, cb, plan)
@@ -160,16 +189,36 @@ class ToolCallingManager:
             obs.finish(error=exc)
             raise
         obs.finish(response)
-        return response
+        return response, time.perf_counter() - start
 
     def _run_tool(self, call: ToolCall, cb: ToolCallback | None, plan: _Plan) -> ToolResponse:
         if cb is None:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
         try:
-            data = cb.call(call.arguments, plan.context)
+            data = self._invoke(call, cb, plan)
         except Exception as exc:
             return self._on_error(call, exc)
         return ToolResponse(call.id, call.name, _text(cb, data))
+
+    def _invoke(self, call: ToolCall, cb: ToolCallback, plan: _Plan) -> Any:
+        limit = self.timeout_for(cb)
+        if limit is None:
+            return cb.call(call.arguments, plan.context)
+        work: Callable[[], Any]
+        if _native_async(cb):
+            # An async tool gets its own loop in the worker and is cancelled there at the limit.
+            def work() -> Any:
+                return asyncio.run(_bounded(cb.acall(call.arguments, plan.context), limit, call.name))
+        else:
+
+            def work() -> Any:
+                return cb.call(call.arguments, plan.context)
+
+        future = _start_daemon(work, call.name)
+        done, _ = concurrent.futures.wait((future,), timeout=limit)
+        if not done:
+            raise _timed_out(call.name, limit)
+        return future.result()
 
     def execute(
         self,
@@ -189,22 +238,25 @@ class ToolCallingManager:
         if len(plan.calls) == 1:
             call, cb = plan.calls[0]
             return self._finish(plan, [self._run(call, cb, plan)])
+        # Workers wait for a timed tool at most its limit (the tool itself runs in a daemon thread),
+        # so leaving this block never waits for a hung tool.
         workers = min(self.max_concurrency, len(plan.calls))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chatclient-tool") as pool:
             # Each tool runs in a copy of the caller's context vars (request ids, tracing spans...).
             futures = [
                 pool.submit(contextvars.copy_context().run, self._run, call, cb, plan) for call, cb in plan.calls
             ]
-            responses = [f.result() for f in futures]
-        return self._finish(plan, responses)
+            outcomes = [f.result() for f in futures]
+        return self._finish(plan, outcomes)
 
     # -- async ------------------------------------------------------------------------------------
 
     async def _arun(
         self, call: ToolCall, cb: ToolCallback | None, plan: _Plan, gate: asyncio.Semaphore
-    ) -> ToolResponse:
+    ) -> tuple[ToolResponse, float]:
+        start = time.perf_counter()
         if observation._observer is None:
-            return await self._arun_tool(call, cb, plan, gate)
+            return await self._arun_tool(call, cb, plan, gate), time.perf_counter() - start
         obs = observation._observer.start_tool(call.name, call.id, call.arguments)
         try:
             response = await self._arun_tool(call, cb, plan, gate)
@@ -212,7 +264,7 @@ class ToolCallingManager:
             obs.finish(error=exc)
             raise
         obs.finish(response)
-        return response
+        return response, time.perf_counter() - start
 
     async def _arun_tool(
         self, call: ToolCall, cb: ToolCallback | None, plan: _Plan, gate: asyncio.Semaphore
@@ -221,14 +273,24 @@ class ToolCallingManager:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
         async with gate:
             try:
-                acall = getattr(cb, "acall", None)
-                if acall is not None:
-                    data = await acall(call.arguments, plan.context)
-                else:
-                    data = await asyncio.to_thread(cb.call, call.arguments, plan.context)
+                data = await self._ainvoke(call, cb, plan)
             except Exception as exc:
                 return self._on_error(call, exc)
         return ToolResponse(call.id, call.name, _text(cb, data))
+
+    async def _ainvoke(self, call: ToolCall, cb: ToolCallback, plan: _Plan) -> Any:
+        limit = self.timeout_for(cb)
+        acall = getattr(cb, "acall", None)
+        if limit is None:
+            if acall is not None:
+                return await acall(call.arguments, plan.context)
+            return await asyncio.to_thread(cb.call, call.arguments, plan.context)
+        if acall is not None and _native_async(cb):
+            return await _bounded(acall(call.arguments, plan.context), limit, call.name)
+        # A sync tool gets a daemon thread rather than asyncio's default executor: if it hangs, it
+        # must not hold one of that small pool's workers (other awaits on to_thread need them).
+        future = _start_daemon(lambda: cb.call(call.arguments, plan.context), call.name)
+        return await _bounded(asyncio.wrap_future(future), limit, call.name)
 
     async def aexecute(
         self,
@@ -244,12 +306,62 @@ class ToolCallingManager:
         outcomes = await asyncio.gather(
             *(self._arun(c, cb, plan, gate) for c, cb in plan.calls), return_exceptions=True
         )
-        responses: list[ToolResponse] = []
+        finished: list[tuple[ToolResponse, float]] = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome  # the first failure in the model's order, after every call finished
-            responses.append(outcome)
-        return self._finish(plan, responses)
+            finished.append(outcome)
+        return self._finish(plan, finished)
+
+
+def _native_async(cb: ToolCallback) -> bool:
+    """Whether ``cb.acall`` is a real coroutine (cancellable), not ``call`` pushed to a thread."""
+    flag = getattr(cb, "is_async", None)
+    if isinstance(flag, bool):
+        return flag
+    acall = getattr(type(cb), "acall", None)
+    return acall is not None and acall is not ToolCallback.acall
+
+
+def _start_daemon(work: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
+    """Run ``work`` in a new daemon thread (in a copy of the caller's context vars); its future."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = context.run(work)
+        except BaseException as exc:  # handed to the waiting caller, who re-raises it
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    # Daemon: a tool that never returns must not keep the interpreter alive at exit.
+    threading.Thread(target=target, name=f"chatclient-tool-{name}", daemon=True).start()
+    return future
+
+
+async def _bounded(awaitable: Any, limit: float, name: str) -> Any:
+    """Await ``awaitable`` for at most ``limit`` seconds; past it, cancel it and raise ``ToolTimeoutError``."""
+    scope = asyncio.timeout(limit)
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise _timed_out(name, limit) from None
+        raise  # the tool's own TimeoutError, not our limit
+
+
+def _timed_out(name: str, limit: float) -> ToolTimeoutError:
+    return ToolTimeoutError(
+        f"tool {name!r} did not finish within its timeout of {limit:g} s and was abandoned; make the tool "
+        "faster or raise the limit with @tool(timeout=...) or ToolCallingManager(timeout=...)",
+        name,
+        limit,
+    )
 
 
 def _split_context(context: Any) -> tuple[tuple[ToolCallback, ...] | None, Mapping[str, Any]]:

@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 DONE = "Done"
 """What a tool that returns ``None`` reports to the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecution:
+    """One tool call the tool loop ran: what the model asked for and what it got back.
+
+    ``result`` is the text sent to the model (for a failure, the error text); ``duration`` is the
+    wall-clock time of the call in seconds (for a timed-out call, the time waited). Read them from
+    ``spec.call().chat_client_response().tool_executions``.
+    """
+
+    id: str
+    name: str
+    arguments: str
+    result: str
+    is_error: bool
+    duration: float
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
+from chatclient import jsonsafe
 from chatclient.tools.context import ToolContext
 from chatclient.tools.docstrings import parse_docstring
 
@@ -61,7 +62,9 @@ def is_tool_context(annotation: Any) -> bool:
 def _loads(arguments: str | None) -> dict[str, Any]:
     text = (arguments or "").strip() or "{}"  # models send "" for tools without parameters
     try:
-        value = json.loads(text)
+        value = jsonsafe.loads(text)
+    except jsonsafe.JSONDepthError as exc:
+        raise ArgumentsError(f"arguments are not usable: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ArgumentsError(
             f"arguments are not valid JSON ({exc.msg} at position {exc.pos}): {text[:200]!r}"

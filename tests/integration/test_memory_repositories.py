@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from chatclient.memory import (
     AtomicChatMemoryRepository,
@@ -23,7 +25,7 @@ from chatclient.memory import (
     MessageWindowChatMemory,
     SqliteChatMemoryRepository,
 )
-from chatclient.messages import AssistantMessage, SystemMessage, UserMessage
+from chatclient.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from tests.conftest import unavailable
 from tests.unit.test_memory_serialization import ALL_KINDS
 
@@ -264,3 +266,37 @@ def test_redis_ttl_expires_conversations_and_their_ids(tmp_path: Any) -> None:
         assert repo.find("short") == []
     finally:
         s.cleanup()
+
+
+# Any text a Python str can carry through UTF-8 round-trips in every repository: NUL, other control
+# characters, non-characters, astral planes, combining marks. Lone surrogates (category Cs) are
+# excluded because they are not text (they cannot be encoded as UTF-8 at all); this is the
+# documented rule of the memory repositories.
+STORABLE_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+NASTY_TEXT = st.one_of(
+    STORABLE_TEXT,
+    st.sampled_from(["\x00", "a\x00b", "\\u0000", "\\\x00", "\ufeff\u200b", "\U0010ffff", '"\\', "\r\n\x1f"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(user=NASTY_TEXT, assistant=NASTY_TEXT, meta_key=NASTY_TEXT, meta_value=NASTY_TEXT)
+@example(user="\x00", assistant="a\x00b", meta_key="\x00", meta_value="\\u0000")
+def test_any_unicode_text_round_trips(
+    repo: ChatMemoryRepository, user: str, assistant: str, meta_key: str, meta_value: str
+) -> None:
+    conversation = f"c-{uuid.uuid4().hex}"  # one conversation per example: the repository is shared
+    messages: list[Message] = [
+        UserMessage(user, metadata={meta_key: meta_value, "nested": [meta_value, {"k": user}]}),
+        AssistantMessage(assistant),
+        SystemMessage(meta_value),
+    ]
+    repo.save_all(conversation, messages)
+    back = repo.find(conversation)
+    assert back == messages
+    assert [dict(m.metadata) for m in back] == [dict(m.metadata) for m in messages]
+    # the read-modify-write path compares stored rows with new ones: an unchanged prefix is kept
+    assert isinstance(repo, AtomicChatMemoryRepository)
+    repo.update(conversation, lambda old: [*old, UserMessage(user + "!")])
+    assert repo.find(conversation) == [*messages, UserMessage(user + "!")]
+    repo.delete(conversation)

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from chatclient.errors import AuthenticationError, ModelConnectionError, ModelResponseError, RateLimitError
+from chatclient.errors import (
+    AuthenticationError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelResponseError,
+    RateLimitError,
+)
 from chatclient.messages import SystemMessage, ToolCall, UserMessage
 from chatclient.models.anthropic import AnthropicChatModel
 from chatclient.models.base import Usage
@@ -142,5 +148,6 @@ def test_stream_reset_raises(server: LoopbackServer) -> None:
 def test_stream_error_event_raises(server: LoopbackServer) -> None:
     error = ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     server.set_default(PATH, SSE([*anthropic_stream()[:3], error], done=False))
-    with make_model(server) as model, pytest.raises(ModelResponseError, match="overloaded_error"):
+    with make_model(server) as model, pytest.raises(ModelHTTPError, match="overloaded_error") as info:
         list(model.stream(Prompt("x")))
+    assert info.value.status == 529  # typed like the HTTP 529 it stands for

@@ -35,6 +35,7 @@ __all__ = [
     "SSE",
     "Close",
     "LoopbackServer",
+    "RawStream",
     "Recorded",
     "Reply",
     "anthropic_message",
@@ -58,6 +59,7 @@ class Reply:
     body: bytes | str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    split: Sequence[int] = ()
 
 
 @dataclass
@@ -68,6 +70,9 @@ class SSE:
     ``event:`` line) or raw strings (sent as data). ``done`` appends ``data: [DONE]``.
     ``reset_after`` sends that many events, then resets the TCP connection mid-stream;
     ``stall_after`` sends that many events, then waits ``stall`` seconds before the rest.
+    ``split`` (on ``Reply``, ``SSE`` and ``NDJSON``) re-cuts the whole body into HTTP chunks of these
+    sizes, cycled (e.g. ``(1, 7, 3, 64)``), so the client's decoder sees frames and even UTF-8
+    characters split across irregular network reads, as real servers and proxies deliver them.
     """
 
     events: Sequence[Any]
@@ -76,6 +81,7 @@ class SSE:
     delay: float = 0.0
     stall_after: int | None = None
     stall: float = 0.0
+    split: Sequence[int] = ()
 
 
 @dataclass
@@ -85,6 +91,7 @@ class NDJSON:
     lines: Sequence[Any]
     reset_after: int | None = None
     delay: float = 0.0
+    split: Sequence[int] = ()
 
 
 @dataclass
@@ -92,7 +99,26 @@ class Close:
     """Read the request, then reset the connection without answering."""
 
 
-Action = Reply | SSE | NDJSON | Close
+@dataclass
+class RawStream:
+    """A chunked answer of raw ``frames`` (bytes sent as they are, one HTTP chunk each).
+
+    ``keepalive`` > 0: after the frames, send ``: keep-alive`` SSE comments every ``keepalive``
+    seconds and never end the body (until the server stops or ``hold`` seconds pass), like a proxy
+    that holds a finished stream open. ``end=False`` leaves the body unterminated and closes the
+    connection. ``status``/``headers`` as in ``Reply``.
+    """
+
+    frames: Sequence[bytes]
+    content_type: str = "text/event-stream"
+    keepalive: float = 0.0
+    hold: float = 30.0
+    end: bool = True
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Action = Reply | SSE | NDJSON | Close | RawStream
 Responder = Callable[["Recorded"], Action]
 
 
@@ -419,22 +445,62 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(action, Close):
             self._reset()
+        elif isinstance(action, RawStream):
+            self._raw_stream(action, owner)
         elif isinstance(action, Reply):
             self._reply(action)
         elif isinstance(action, SSE):
             frames = [_sse_frame(e) for e in action.events]
             if action.done and action.reset_after is None:
                 frames.append(b"data: [DONE]\n\n")
+            if action.split:
+                frames = _resplit(frames, action.split)
             self._chunked("text/event-stream", frames, action.reset_after, action.stall_after, action.stall)
         else:
             lines = [(json.dumps(x) if not isinstance(x, str) else x).encode() + b"\n" for x in action.lines]
+            if action.split:
+                lines = _resplit(lines, action.split)
             self._chunked("application/x-ndjson", lines, action.reset_after)
+
+    def _raw_stream(self, action: RawStream, owner: LoopbackServer) -> None:
+        self.send_response(action.status)
+        for k, v in {"content-type": action.content_type, **action.headers}.items():
+            self.send_header(k, v)
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for frame in action.frames:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+            self.wfile.flush()
+        if action.keepalive > 0:
+            waited = 0.0
+            while waited < action.hold and not owner._stopping.wait(action.keepalive):
+                waited += action.keepalive
+                comment = b": keep-alive\n\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(comment), comment))
+                self.wfile.flush()
+            self.close_connection = True
+            return
+        if action.end:
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.close_connection = True
 
     def _reply(self, action: Reply) -> None:
         if action.body is not None:
             payload = action.body.encode() if isinstance(action.body, str) else action.body
         else:
             payload = json.dumps(action.json if action.json is not None else {}).encode()
+        if action.split:
+            self.send_response(action.status)
+            for k, v in {"content-type": "application/json", **action.headers}.items():
+                self.send_header(k, v)
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for piece in _resplit([payload], action.split):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return
         self.send_response(action.status)
         headers = {"content-type": "application/json", **action.headers}
         for k, v in headers.items():
@@ -486,6 +552,19 @@ class _Handler(BaseHTTPRequestHandler):
             super().finish()
         except OSError:
             pass
+
+
+def _resplit(frames: Sequence[bytes], sizes: Sequence[int]) -> list[bytes]:
+    """The bytes of ``frames`` re-cut into pieces of ``sizes`` (cycled; each at least one byte)."""
+    data = b"".join(frames)
+    pieces: list[bytes] = []
+    pos = n = 0
+    while pos < len(data):
+        size = max(1, sizes[n % len(sizes)])
+        pieces.append(data[pos : pos + size])
+        pos += size
+        n += 1
+    return pieces
 
 
 def _sse_frame(event: Any) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -21,6 +22,8 @@ class ListLogger:
     def debug(self, event: str, **kw: Any) -> None:
         self.events.append((event, kw))
 
+    info = debug  # the one-line summary is logged at INFO
+
 
 def test_logger_logs_request_and_response_once(mode: str) -> None:
     log = ListLogger()
@@ -31,7 +34,7 @@ def test_logger_logs_request_and_response_once(mode: str) -> None:
     )
     assert run_text(spec, mode) == "Hello"
     names = [e for e, _ in log.events]
-    assert names == ["chat_client.request", "chat_client.response"]
+    assert names == ["chat_client.request", "chat_client.response", "chat_client.summary"]
     assert "Tell me a joke" in log.events[0][1]["request"]
     response_text = log.events[1][1]["response"]
     assert "Hello" in response_text and "finish_reason: stop" in response_text
@@ -45,14 +48,22 @@ def test_logger_custom_formatters() -> None:
         logger=log,
     )
     ChatClient.create(ScriptedChatModel(["ans"])).prompt("q").advisors(advisor).call().content()
-    assert [kw.get("request") or kw.get("response") for _, kw in log.events] == ["REQ q", "RESP ans"]
+    assert [kw.get("request") or kw.get("response") for e, kw in log.events if e != "chat_client.summary"] == [
+        "REQ q",
+        "RESP ans",
+    ]
 
 
-def test_logger_uses_structlog_by_default() -> None:
-    with capture_logs() as logs:
+def test_logger_uses_stdlib_logging_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    # structlog is not configured globally: its capture hook sees nothing, stdlib logging sees all.
+    with capture_logs() as logs, caplog.at_level(logging.DEBUG, logger="chatclient.advisors.logging"):
         ChatClient.create(ScriptedChatModel(["ans"])).prompt("q").advisors(SimpleLoggerAdvisor()).call().content()
-    assert [e["event"] for e in logs] == ["chat_client.request", "chat_client.response"]
-    assert all(e["log_level"] == "debug" for e in logs)
+    assert logs == []
+    assert [(r.levelname, r.getMessage().split()[0]) for r in caplog.records] == [
+        ("DEBUG", "chat_client.request"),
+        ("DEBUG", "chat_client.response"),
+        ("INFO", "chat_client.summary"),
+    ]
 
 
 def test_rereading_rewrites_the_user_message(mode: str) -> None:

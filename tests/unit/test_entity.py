@@ -130,13 +130,18 @@ def test_native_requested_but_model_cannot_falls_back_to_instructions_and_record
     assert result.response.metadata.extra["structured_output_mode"] == "instructions"
 
 
-def test_native_capable_model_without_the_request_uses_instructions() -> None:
-    model = ScriptedChatModel([ACTOR_JSON], capabilities=NATIVE)
+def test_native_capable_model_uses_native_by_default_and_instructions_when_pinned() -> None:
+    # Issue 20.2: the schema mode is the default path when the capabilities allow it.
+    model = ScriptedChatModel([ACTOR_JSON, ACTOR_JSON], capabilities=NATIVE)
     result = ChatClient.create(model).prompt("q").call().response_entity(Actor)
     assert result.entity == ACTOR
-    assert model.last_prompt.user_message.text.startswith("q\n")
+    assert model.last_prompt.user_message.text == "q"
     assert result.response is not None
-    assert result.response.metadata.extra["structured_output_mode"] == "instructions"
+    assert result.response.metadata.extra["structured_output_mode"] == "native"
+    pinned = ChatClient.create(model).prompt("q").call().response_entity(Actor, mode="instructions")
+    assert model.last_prompt.user_message.text.startswith("q\n")
+    assert pinned.response is not None
+    assert pinned.response.metadata.extra["structured_output_mode"] == "instructions"
 
 
 def test_native_mode_keeps_instructions_for_a_top_level_array_and_for_schemaless_converters() -> None:

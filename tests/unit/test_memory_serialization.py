@@ -19,6 +19,7 @@ from chatclient.messages import (
     AssistantMessage,
     Media,
     Message,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponse,
@@ -45,6 +46,19 @@ ALL_KINDS: list[Message] = [
         (ToolResponse("call_1", "weather", '{"temp": 20}'), ToolResponse("call_2", "time", "boom", is_error=True)),
         metadata={"ids": ("call_1", "call_2"), "raw": b"\x00\x01"},
     ),
+    # What a provider needs back in the next request: thinking with its signature, redacted
+    # thinking, provider data on a tool call, server-tool blocks kept as metadata.
+    AssistantMessage(
+        None,
+        (ToolCall("toolu_1", "weather", '{"city": "Rome"}', metadata={"thought_signature": "c2ln", "partial": True}),),
+        metadata={"anthropic_content": ({"type": "server_tool_use", "id": "srvtoolu_1", "input": {"q": "x"}},)},
+        reasoning=(
+            Reasoning("Let me think.", signature="EqQBCgIYAh", provider="anthropic"),
+            Reasoning(redacted="EmwKAhgBEgy3va", provider="anthropic"),
+            Reasoning("plain local thought"),
+        ),
+    ),
+    AssistantMessage("", refusal="I can't help with that."),
 ]
 
 
@@ -62,8 +76,49 @@ def test_every_message_round_trips_exactly(message: Message) -> None:
 
 def test_version_and_type_are_written() -> None:
     data = json.loads(message_to_json(UserMessage("hi")))
-    assert data["v"] == FORMAT_VERSION
+    # The lowest version that holds the message, so older releases still read plain records.
+    assert data["v"] == 1
     assert data["type"] == "user"
+    assert json.loads(message_to_json(AssistantMessage("a", (ToolCall("1", "t", "{}"),))))["v"] == 1
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        AssistantMessage("a", reasoning=(Reasoning("r"),)),
+        AssistantMessage("", refusal="no"),
+        AssistantMessage(None, (ToolCall("1", "t", "{}", metadata={"k": "v"}),)),
+    ],
+)
+def test_new_fields_are_written_as_version_2(message: AssistantMessage) -> None:
+    data = message_to_dict(message)
+    assert data["v"] == FORMAT_VERSION == 2
+    assert message_from_dict(data) == message
+
+
+def test_reasoning_wire_form_keeps_only_set_fields() -> None:
+    d = message_to_dict(AssistantMessage("x", reasoning=(Reasoning("t", signature="s", provider="anthropic"),)))
+    assert d["reasoning"] == [{"text": "t", "signature": "s", "provider": "anthropic"}]
+
+
+def test_version_1_records_written_before_reasoning_existed_still_read() -> None:
+    old = {"v": 1, "type": "assistant", "text": None, "tool_calls": [{"id": "c", "name": "t", "arguments": "{}"}]}
+    back = message_from_dict(old)
+    assert back == AssistantMessage(None, (ToolCall("c", "t", "{}"),))
+    assert isinstance(back, AssistantMessage) and back.reasoning == () and back.refusal is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"v": 2, "type": "assistant", "text": "x", "reasoning": ["not an object"]},
+        {"v": 2, "type": "assistant", "text": "x", "reasoning": [{"text": "t", "signature": 5}]},
+        {"v": 2, "type": "assistant", "text": "x", "refusal": ["no"]},
+    ],
+)
+def test_malformed_reasoning_or_refusal_raises_value_error(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="malformed"):
+        message_from_dict(bad)
 
 
 def test_media_bytes_are_base64_and_urls_stay_strings() -> None:

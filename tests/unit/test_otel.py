@@ -531,3 +531,22 @@ def test_each_http_attempt_is_a_span_so_retries_show(otel: Telemetry, mode: str)
     assert call["gen_ai.response.model"] == "gpt-test"
     assert (call["gen_ai.usage.input_tokens"], call["gen_ai.usage.output_tokens"]) == (7, 3)
     assert seq(call["gen_ai.response.finish_reasons"]) == ("stop",)
+
+
+def test_usage_details_are_recorded_as_gen_ai_usage_attributes(otel: Telemetry) -> None:
+    from chatclient.models.base import ChatResponse, Usage
+
+    detailed = ChatResponse.of_text("ok", usage=Usage(120, 30, 100, 15, 12, reported_total_tokens=160))
+    ChatClient.create(ScriptedChatModel([detailed, "plain"])).prompt("q").call().content()
+    attrs = attributes_of(otel.one("chat scripted"))
+    assert (attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"]) == (120, 30)
+    assert attrs["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert attrs["gen_ai.usage.cache_creation.input_tokens"] == 15
+    assert attrs["gen_ai.usage.reasoning.output_tokens"] == 12
+    assert attrs["chatclient.usage.total_tokens"] == 160
+    otel.exporter.clear()
+    # Details nobody reported are left out rather than recorded as 0.
+    ChatClient.create(ScriptedChatModel(["plain"])).prompt("q").call().content()
+    plain = attributes_of(otel.one("chat scripted"))
+    assert plain["gen_ai.usage.input_tokens"] == 1
+    assert not [k for k in plain if "cache" in k or "reasoning" in k or k == "chatclient.usage.total_tokens"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chatclient.errors import ModelResponseError
+from chatclient.errors import ModelHTTPError, ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
     Media,
@@ -189,5 +189,29 @@ def test_stream_error_event_raises() -> None:
     parser = AnthropicStreamParser()
     parser.feed("event: error")
     parser.feed('data: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}')
-    with pytest.raises(ModelResponseError, match="overloaded_error: Overloaded"):
+    # The same class and status as an HTTP 529 answer, so it is retried and handled alike.
+    with pytest.raises(ModelHTTPError, match="overloaded_error") as info:
         parser.feed("")
+    assert info.value.status == 529
+
+
+def test_unknown_block_and_delta_types_are_kept_or_skipped_not_fatal() -> None:
+    start, *rest = anthropic_stream(["ok"])
+    future = [
+        ("content_block_start", {"type": "content_block_start", "index": 5, "content_block": {"type": "future_block"}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 5, "delta": {"type": "future_delta"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 5}),
+        ("future_event", {"type": "future_event", "payload": 1}),
+    ]
+    parser, chunks = stream_chunks([start, *future, *rest])
+    assert parser.done
+    message = aggregate(chunks).result
+    assert message is not None and message.output.text == "ok"
+    # The unknown block is kept with the turn's content so it can be sent back.
+    assert [b["type"] for b in message.output.metadata["anthropic_content"]] == ["text", "future_block"]
+
+
+def test_invalid_tool_json_without_max_tokens_is_a_response_error() -> None:
+    events = anthropic_stream([], tool_uses=[("tu_1", "get_weather", ['{"city": '])], stop_reason="tool_use")
+    with pytest.raises(ModelResponseError, match="not valid JSON"):
+        stream_chunks(events)  # raised by finish(), once stop_reason says it was no max_tokens cut

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from chatclient.errors import FilterExpressionError
-from chatclient.rag.filters.ast import Expression, Key, Op, Value, to_text
+from chatclient.rag.filters.ast import MAX_FILTER_DEPTH, Expression, Key, Op, Value, to_text
 from chatclient.rag.filters.builder import F
 from chatclient.rag.filters.evaluator import compile_filter, evaluate
 from chatclient.rag.filters.parser import parse
@@ -31,6 +31,7 @@ def as_expression(value: Any) -> Expression | None:
 
 
 __all__ = [
+    "MAX_FILTER_DEPTH",
     "Expression",
     "F",
     "FilterExpressionError",

@@ -4,13 +4,25 @@ An expression is ``Expression(op, left, right)``: comparisons have a ``Key`` on 
 ``Value`` on the right; ``AND``/``OR`` combine two expressions; ``NOT`` has one operand; the null
 tests have only a key. Parentheses leave no node behind: grouping is the tree's shape, and
 :func:`to_text` puts parentheses back wherever precedence needs them.
+
+Long chains are cheap, deep nesting is refused: ``a AND b AND c ...`` with thousands of terms is
+fine everywhere (every walker treats a chain of one operator as one flat list, without
+recursion), but nesting -- a change of operator, a ``NOT``, a parenthesised group of another
+operator -- deeper than :data:`MAX_FILTER_DEPTH` levels raises ``FilterExpressionError`` when the
+expression is built, whether by the parser, ``F`` or the ``&``/``|``/``~`` operators.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from chatclient.errors import FilterExpressionError
+
+MAX_FILTER_DEPTH = 32
+"""Nesting levels an expression may have (chains of one operator count as one level)."""
 
 Scalar = str | int | float | bool
 
@@ -67,16 +79,72 @@ class Value:
                 raise ValueError("NaN is not a valid filter value")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Expression:
     """One node of a filter expression."""
 
     op: Op
     left: Expression | Key
     right: Expression | Value | None = None
+    # Computed at construction from the children (already built), so neither needs recursion.
+    depth: int = field(default=0, init=False, compare=False, repr=False)
+    _hash: int = field(default=0, init=False, compare=False, repr=False)
+    _operands: tuple[Expression, ...] | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         op, left, right = self.op, self.left, self.right
+        self._check(op, left, right)
+        depth = 0
+        for child in (left, right):
+            if isinstance(child, Expression):
+                # a left child of the same AND/OR continues the chain (AND/OR are left-associative,
+                # as the parser and F build them); anything else opens a level
+                same_chain = op in (Op.AND, Op.OR) and child.op is op and child is left
+                depth = max(depth, child.depth if same_chain else child.depth + 1)
+        if depth > MAX_FILTER_DEPTH:
+            raise FilterExpressionError(
+                f"The filter nests deeper than {MAX_FILTER_DEPTH} levels; flatten it (long AND/OR chains are fine)"
+            )
+        object.__setattr__(self, "depth", depth)
+        object.__setattr__(self, "_hash", hash((op, left, right)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Expression):
+            return NotImplemented
+        pending: list[tuple[object, object]] = [(self, other)]
+        while pending:  # iterative: a 10000-term chain is 10000 levels of left children
+            a, b = pending.pop()
+            if a is b:
+                continue
+            if isinstance(a, Expression) and isinstance(b, Expression):
+                if a.op is not b.op or a._hash != b._hash:
+                    return False
+                pending.append((a.left, b.left))
+                pending.append((a.right, b.right))
+            elif isinstance(a, Expression) or isinstance(b, Expression) or a != b:
+                return False
+        return True
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        # The dataclass layout, built with an explicit stack instead of recursion.
+        out: list[str] = []
+        pending: list[object] = [self]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, _Text):
+                out.append(item.text)
+            elif isinstance(item, Expression):
+                pending += [_Text(")"), item.right, _Text(", right="), item.left]
+                pending.append(_Text(f"Expression(op={item.op!r}, left="))
+            else:
+                out.append(repr(item))
+        return "".join(out)
+
+    @staticmethod
+    def _check(op: Op, left: object, right: object) -> None:
         if op in (Op.AND, Op.OR):
             if not isinstance(left, Expression) or not isinstance(right, Expression):
                 raise TypeError(f"{op} combines two expressions")
@@ -92,6 +160,24 @@ class Expression:
             if (op in SET_OPS) != isinstance(right.value, tuple):
                 raise TypeError(f"{op} needs {'a list' if op in SET_OPS else 'a single value'}")
 
+    def operands(self) -> tuple[Expression, ...]:
+        """The operands of the maximal chain of this node's AND/OR operator, in order (``(self,)`` otherwise)."""
+        if self.op not in (Op.AND, Op.OR):
+            return (self,)
+        if self._operands is not None:  # computed once: evaluators call this per document
+            return self._operands
+        out: list[Expression] = []
+        pending: list[Expression] = [self]
+        while pending:
+            e = pending.pop()
+            if e.op is self.op:
+                assert isinstance(e.left, Expression) and isinstance(e.right, Expression)
+                pending += [e.right, e.left]
+            else:
+                out.append(e)
+        object.__setattr__(self, "_operands", tuple(out))
+        return tuple(out)
+
     def __and__(self, other: Expression) -> Expression:
         return Expression(Op.AND, self, other)
 
@@ -103,6 +189,22 @@ class Expression:
 
     def __str__(self) -> str:
         return to_text(self)
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    text: str
+
+
+def walk(expr: Expression) -> Iterator[Expression]:
+    """Every node of ``expr`` (pre-order), without recursion."""
+    pending = [expr]
+    while pending:
+        e = pending.pop()
+        yield e
+        for child in (e.right, e.left):
+            if isinstance(child, Expression):
+                pending.append(child)
 
 
 _PRECEDENCE = {Op.OR: 1, Op.AND: 2, Op.NOT: 3}
@@ -143,9 +245,16 @@ def _text(e: Expression, parent: int) -> str:
     op = e.op
     if op in (Op.AND, Op.OR):
         prec = _PRECEDENCE[op]
-        assert isinstance(e.left, Expression) and isinstance(e.right, Expression)
-        # AND/OR are left-associative: a right operand of the same operator needs parentheses
-        s = f"{_text(e.left, prec)} {op.value} {_text(e.right, prec + 1)}"
+        # Walk down the left spine of the chain (no recursion per term). AND/OR are
+        # left-associative: a right operand of the same operator needs parentheses.
+        rights: list[Expression] = []
+        node = e
+        while node.op is op:
+            assert isinstance(node.left, Expression) and isinstance(node.right, Expression)
+            rights.append(node.right)
+            node = node.left
+        parts = [_text(node, prec)] + [_text(r, prec + 1) for r in reversed(rights)]
+        s = f" {op.value} ".join(parts)
         return f"({s})" if prec < parent else s
     if op is Op.NOT:
         assert isinstance(e.left, Expression)

@@ -44,10 +44,12 @@ def _eq(actual: Any, const: Any) -> bool:
 def evaluate(expr: Expression, metadata: Mapping[str, Any]) -> bool:
     """True when ``metadata`` satisfies ``expr``."""
     op = expr.op
+    # A chain is evaluated as one flat list, so recursion follows nesting (bounded by
+    # MAX_FILTER_DEPTH), not the number of terms.
     if op is Op.AND:
-        return evaluate(expr.left, metadata) and evaluate(expr.right, metadata)  # type: ignore[arg-type]
+        return all(evaluate(e, metadata) for e in expr.operands())
     if op is Op.OR:
-        return evaluate(expr.left, metadata) or evaluate(expr.right, metadata)  # type: ignore[arg-type]
+        return any(evaluate(e, metadata) for e in expr.operands())
     if op is Op.NOT:
         return not evaluate(expr.left, metadata)  # type: ignore[arg-type]
     key = expr.left

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from chatclient.errors import FilterExpressionError
-from chatclient.rag.filters.ast import Expression, Key, Op, Scalar, Value
+from chatclient.rag.filters.ast import MAX_FILTER_DEPTH, Expression, Key, Op, Scalar, Value
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +51,27 @@ def _read_string(text: str, start: int) -> tuple[str, int]:
                 out.append(_ESCAPES[e])
                 i += 2
                 continue
-            if e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
+            if e == "u" and _is_hex4(text[i + 2 : i + 6]):
+                code = int(text[i + 2 : i + 6], 16)
                 i += 6
+                if 0xD800 <= code <= 0xDBFF and text[i : i + 2] == "\\u" and _is_hex4(text[i + 2 : i + 6]):
+                    low = int(text[i + 2 : i + 6], 16)
+                    if 0xDC00 <= low <= 0xDFFF:  # a UTF-16 surrogate pair ("\\ud83d\\ude00") is one character
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        i += 6
+                if 0xD800 <= code <= 0xDFFF:
+                    # a lone surrogate is no text: SQL drivers and JSON encoders would fail on it later
+                    raise FilterExpressionError("A \\u escape names a lone UTF-16 surrogate", i - 6)
+                out.append(chr(code))
                 continue
             raise FilterExpressionError(f"Invalid escape sequence '\\{e}' in string", i)
         out.append(c)
         i += 1
     raise FilterExpressionError("Unterminated string literal", start)
+
+
+def _is_hex4(s: str) -> bool:
+    return len(s) == 4 and all(c in "0123456789abcdefABCDEF" for c in s)
 
 
 def _tokenize(text: str) -> list[_Tok]:
@@ -108,6 +121,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.toks = _tokenize(text)
         self.i = 0
+        self.nesting = 0  # open parentheses and NOTs: the parser recurses once per level
 
     # -- token helpers ---------------------------------------------------------------------------
     @property
@@ -163,14 +177,20 @@ class _Parser:
         return left
 
     def _unary(self) -> Expression:
-        if self._is_word("not"):
-            self._advance()
-            return Expression(Op.NOT, self._unary())
-        if self.tok.kind == "punct" and self.tok.text == "(":
-            self._advance()
-            inner = self._or()
-            self._expect_punct(")", "')'")
-            return inner
+        if self._is_word("not") or (self.tok.kind == "punct" and self.tok.text == "("):
+            if self.nesting >= MAX_FILTER_DEPTH:
+                raise self._error(f"The filter nests deeper than {MAX_FILTER_DEPTH} levels")
+            self.nesting += 1
+            try:
+                if self._is_word("not"):
+                    self._advance()
+                    return Expression(Op.NOT, self._unary())
+                self._advance()
+                inner = self._or()
+                self._expect_punct(")", "')'")
+                return inner
+            finally:
+                self.nesting -= 1
         return self._comparison()
 
     def _key(self) -> Key:

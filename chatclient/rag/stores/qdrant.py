@@ -77,10 +77,11 @@ class _FilterTranslator:
     def translate(self, e: Expression) -> Any:
         m = self.m
         op = e.op
+        # a whole chain is one flat list: recursion follows nesting, not the number of terms
         if op is Op.AND:
-            return m.Filter(must=[self.translate(e.left), self.translate(e.right)])  # type: ignore[arg-type]
+            return m.Filter(must=[self.translate(o) for o in e.operands()])
         if op is Op.OR:
-            return m.Filter(should=[self.translate(e.left), self.translate(e.right)])  # type: ignore[arg-type]
+            return m.Filter(should=[self.translate(o) for o in e.operands()])
         if op is Op.NOT:
             return m.Filter(must_not=[self.translate(e.left)])  # type: ignore[arg-type]
         key = e.left

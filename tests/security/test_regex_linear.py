@@ -1,0 +1,193 @@
+"""Every regex-using function of the package runs in (about) linear time on crafted 50 KB input.
+
+Each case is an input built to make a backtracking pattern split a long run every possible way
+(runs of spaces, digits, ``#``, word characters, unclosed tags). The old Markdown heading pattern
+took seconds on a 2 KB line and the partial parser's trailing-number pattern was quadratic in a
+digit run; both would fail the 1 s bound here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import chatclient
+from chatclient.converters.cleaning import clean_text, strip_thinking
+from chatclient.converters.partial import parse_partial_json
+from chatclient.errors import FilterExpressionError, ModelHTTPError
+from chatclient.memory.sqlite import check_identifier
+from chatclient.models.openai import response_format
+from chatclient.models.structured_output import NATIVE, TOOL, rejection_reason
+from chatclient.rag.embedding import HashingEmbeddingModel
+from chatclient.rag.etl import MarkdownReader
+from chatclient.rag.etl.readers import resolve_pointer
+from chatclient.rag.etl.splitter import SimpleTokenEncoding
+from chatclient.rag.filters import Expression, F, parse, to_sql, to_text
+from chatclient.rag.stores.sqlite import SqliteVectorStore
+from chatclient.tools.callback import FunctionToolCallback
+from chatclient.tools.docstrings import parse_docstring
+
+N = 50_000
+LIMIT = 1.0
+
+
+def _markdown() -> None:
+    reader = MarkdownReader("unused.md")
+    # "# a" + spaces + "b" took 2 s at 1000 spaces with the old heading regex (cubic)
+    lines = ("# a" + " " * N + "b", "# a" + " #" * (N // 2) + "x", "#" + " " * N + "x #", "- " * (N // 2) + "x")
+    for line in (*lines, "```" + " " * N + "x"):
+        reader.parse(line)
+
+
+def _partial() -> None:
+    parse_partial_json('{"a": ' + "1" * N + "x")
+    parse_partial_json('{"a": [' + "1," * (N // 2))
+    parse_partial_json("1" * N)
+
+
+def _cleaning() -> None:
+    strip_thinking("<think>" * (N // 7))
+    strip_thinking("<think>" + "</think " * (N // 8))
+    strip_thinking("<!-- thinking:" + "-" * N)
+    clean_text("```" + "a" * N)
+    clean_text(" " * N + "<thinking" + " " * N)
+
+
+def _splitter() -> None:
+    SimpleTokenEncoding().encode(("a" * 100 + " " * 100 + "!?") * (N // 202))
+
+
+def _embedding() -> None:
+    HashingEmbeddingModel(dimensions=16).embed(["a" * N, "a " * (N // 2)])
+
+
+def _filters() -> None:
+    for text in ("k == " + "1" * N + ".", "k == 1" + "e" * N, "k" * N + " == 1", "k == '" + "\\u00e9" * (N // 6) + "'"):
+        try:
+            parse(text)
+        except FilterExpressionError:
+            pass
+    to_text(F.eq("a." * (N // 2) + "b", 1))
+    to_text(F.eq(" " * N, 1))
+    for column in ("a" * N + ".", "a." + "b" * N + "!"):
+        with pytest.raises(ValueError):
+            to_sql(F.eq("k", 1), column)
+
+
+def _sqlite_names() -> None:
+    with pytest.raises(ValueError):
+        SqliteVectorStore(":memory:", HashingEmbeddingModel(dimensions=8), table="a" * N + "!")
+    with pytest.raises(ValueError):
+        check_identifier("a" * N)
+
+
+def _pointer() -> None:
+    with pytest.raises(ValueError):
+        resolve_pointer([1], "/" + "1" * N + "x")
+
+
+def _docstrings() -> None:
+    parse_docstring("Do it.\n\nArgs:\n    a" + " " * N + "x\n")
+    parse_docstring("Do it.\n\n:param" + " " * N + "x\n")
+    parse_docstring("Do it.\n\n:param " + "a " * (N // 2) + "x\n")
+    parse_docstring("Do it.\n\nParameters\n----------\n" + "a" + " " * N + "x\n")
+
+
+def _tool_names() -> None:
+    def f() -> None:
+        """Nothing."""
+
+    with pytest.raises(ValueError):
+        FunctionToolCallback(f, name="a" * N)
+
+
+def _openai_names() -> None:
+    response_format({"type": "object", "title": "é" * N, "properties": {}})
+
+
+def _rejections() -> None:
+    for rung in (NATIVE, TOOL):
+        error = ModelHTTPError("bad request", status=400, body="tool" * (N // 4) + "_" + "format" * (N // 6))
+        rejection_reason(error, rung)
+
+
+def _http_headers() -> None:
+    from chatclient.models import http
+
+    http._credential_headers({"x-" + "a" * N: "v", "authx" * (N // 5): "v"})
+    with pytest.raises(ValueError):
+        http._check_headers({"a" * N + " ": "v"})
+
+
+def _safeguard() -> None:
+    from advisors.safeguard import normalize_for_matching
+
+    normalize_for_matching("\u200b" * N + "a\u00ad" * (N // 2))
+
+
+def _gbnf() -> None:
+    from chatclient.models.llamacpp import strict_json_gbnf
+
+    strict_json_gbnf(("char ::= [^" + '"' * 10 + "\n") * (N // 20))
+
+
+CASES: dict[str, Callable[[], None]] = {
+    "chatclient/rag/etl/readers.py": _markdown,
+    "chatclient/converters/partial.py": _partial,
+    "chatclient/converters/cleaning.py": _cleaning,
+    "chatclient/rag/etl/splitter.py": _splitter,
+    "chatclient/rag/embedding.py": _embedding,
+    "chatclient/rag/filters/parser.py": _filters,
+    "chatclient/rag/filters/ast.py": _filters,
+    "chatclient/rag/filters/sql.py": _filters,
+    "chatclient/rag/stores/sqlite.py": _sqlite_names,
+    "chatclient/memory/sqlite.py": _sqlite_names,
+    "chatclient/rag/etl/readers.py#pointer": _pointer,
+    "chatclient/tools/docstrings.py": _docstrings,
+    "chatclient/tools/callback.py": _tool_names,
+    "chatclient/models/openai.py": _openai_names,
+    "chatclient/models/structured_output.py": _rejections,
+    "chatclient/models/http.py": _http_headers,
+    "advisors/safeguard.py": _safeguard,
+    "chatclient/models/llamacpp.py": _gbnf,
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_regex_user_is_linear_on_hostile_input(case: Callable[[], None]) -> None:
+    start = time.perf_counter()
+    case()
+    assert time.perf_counter() - start < LIMIT
+
+
+def test_every_module_using_regexes_has_a_case() -> None:
+    """A new regex in the package must come with a hostile-input case above."""
+    root = Path(chatclient.__file__).parent.parent
+    using = set()
+    for package in ("chatclient", "advisors"):
+        for path in (root / package).rglob("*.py"):
+            source = path.read_text(encoding="utf-8")
+            if "import re\n" in source or "from re import" in source or "import regex" in source:
+                using.add(path.relative_to(root).as_posix())
+    assert using, "the scan found no module at all; the test itself is broken"
+    covered = {name.split("#")[0] for name in CASES}
+    assert using <= covered, f"regexes without a linear-time case: {sorted(using - covered)}"
+
+
+def test_the_markdown_heading_still_parses() -> None:
+    docs = MarkdownReader("unused.md").parse("## Title ##\ntext\n# C#\nmore")
+    assert [(d.metadata.get("title"), d.metadata.get("category"), d.text) for d in docs] == [
+        ("Title", "header_2", "text"),
+        ("C", "header_1", "more"),
+    ]
+
+
+def test_partial_numbers_are_still_held_back() -> None:
+    assert not isinstance(parse_partial_json('{"a": 12'), dict)  # 12 may still become 123
+    assert parse_partial_json('{"a": 12,') == {"a": 12}
+    assert not isinstance(parse_partial_json('{"a": -'), dict)
+    assert parse_partial_json('{"a": "12"') == {"a": "12"}
+    assert isinstance(F.eq("k", 1), Expression)
