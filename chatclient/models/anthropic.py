@@ -48,6 +48,7 @@ from typing import Any
 
 import httpx
 
+from chatclient import jsonsafe
 from chatclient.errors import ModelHTTPError, ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
@@ -154,7 +155,7 @@ def _tool_input(call: ToolCall) -> Any:
     if not arguments.strip():
         return {}
     try:
-        return json.loads(arguments)
+        return jsonsafe.loads(arguments)
     except ValueError:
         if call.metadata.get("partial"):
             # A call cut off by max_tokens: its input never became JSON. The API needs an object;
@@ -638,7 +639,7 @@ class AnthropicStreamParser:
             return []
         raw_json = "".join(self._json.get(index, ())).strip()
         try:
-            value = json.loads(raw_json) if raw_json else (state.get("input") or {})
+            value = jsonsafe.loads(raw_json) if raw_json else (state.get("input") or {})
         except ValueError:
             # Usually max_tokens cut the input short: decided in finish(), once stop_reason is known.
             if state.get("type") == "tool_use":

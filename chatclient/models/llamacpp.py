@@ -40,6 +40,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from chatclient import jsonsafe
 from chatclient.errors import ChatClientError, ModelError, ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
@@ -188,8 +189,8 @@ def _tool_call_text(call: ToolCall) -> str:
     # last turn, and after a bare JSON call it answered the tool result with another JSON call
     # (SmolLM2-135M) instead of a sentence. The arguments stay JSON, as the model would write them.
     try:
-        arguments: Any = json.loads(call.arguments) if call.arguments else {}
-    except json.JSONDecodeError:
+        arguments: Any = jsonsafe.loads(call.arguments) if call.arguments else {}
+    except ValueError:
         arguments = call.arguments  # keep what the model said, even if it was not valid JSON
     return f"I call the tool `{call.name}` with {json.dumps(arguments, ensure_ascii=False)}."
 
@@ -386,8 +387,8 @@ def _new_call_id() -> str:
 def parse_tool_call(text: str, forcing: ToolForcing) -> ToolCall | None:
     """Build the ToolCall from grammar-constrained output; ``None`` when the text is not whole JSON (cut off)."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = jsonsafe.loads(text)
+    except ValueError:
         return None
     if forcing.tool is not None:
         # The grammar already made the text a JSON object of the arguments: pass it on verbatim.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from chatclient import jsonsafe
 from chatclient.errors import ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
@@ -98,7 +99,7 @@ def _arguments_object(arguments: str) -> Any:
     if not arguments.strip():
         return {}
     try:
-        return json.loads(arguments)
+        return jsonsafe.loads(arguments)
     except ValueError:
         raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from chatclient import jsonsafe
 from chatclient.rag.documents import Document
 from chatclient.rag.filters import Expression, evaluate
 from chatclient.rag.stores.base import BaseVectorStore, top_k
@@ -173,7 +174,7 @@ class SimpleVectorStore(BaseVectorStore):
         data = Path(path).read_bytes()
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             matrix = np.asarray(npz["embeddings"], dtype=np.float32)
-            payload = json.loads(npz["documents"].tobytes().decode("utf-8"))
+            payload = jsonsafe.loads(npz["documents"].tobytes().decode("utf-8"))
         if payload.get("format") != _FORMAT:
             raise ValueError(f"{path} was not written by SimpleVectorStore.save")
         docs = [Document.from_dict(d) for d in payload["documents"]]
