@@ -173,6 +173,18 @@ def _chat_response(result: Any) -> Any:
     return getattr(result, "chat_response", result)
 
 
+def _set_structured_output(span: Span, cr: Any) -> None:
+    """The structured-output rung the terminal advisor used, and why (from the response metadata)."""
+    extra = getattr(getattr(cr, "metadata", None), "extra", None) or {}
+    for key, attribute in (
+        ("structured_output_mode", "chatclient.structured_output.mode"),
+        ("structured_output_reason", "chatclient.structured_output.reason"),
+    ):
+        value = extra.get(key)
+        if isinstance(value, str) and value:
+            span.set_attribute(attribute, value)
+
+
 def _finish_reasons(cr: Any) -> list[str]:
     return [g.metadata.finish_reason for g in getattr(cr, "generations", ()) if g.metadata.finish_reason]
 
@@ -381,9 +393,11 @@ class OpenTelemetryObserver:
             # Streams finish with the aggregate of their chunks, so every mode has the whole completion.
             self._on_call_result(span, _chat_response(result), content=True)
         elif kind == "model_advisor":
-            reasons = _finish_reasons(_chat_response(result))
+            cr = _chat_response(result)
+            reasons = _finish_reasons(cr)
             if reasons:
                 span.set_attribute("gen_ai.response.finish_reasons", reasons)
+            _set_structured_output(span, cr)
         elif kind == "tool":
             self._on_tool_result(span, result)
         elif kind == "http":
@@ -421,6 +435,7 @@ class OpenTelemetryObserver:
             span.set_attribute("gen_ai.response.model", md.model)
         if md.id:
             span.set_attribute("gen_ai.response.id", md.id)
+        _set_structured_output(span, cr)
         if self.capture_content and content:
             span.set_attribute("gen_ai.output.messages", _output_json(cr))
 

@@ -550,3 +550,20 @@ def test_usage_details_are_recorded_as_gen_ai_usage_attributes(otel: Telemetry) 
     plain = attributes_of(otel.one("chat scripted"))
     assert plain["gen_ai.usage.input_tokens"] == 1
     assert not [k for k in plain if "cache" in k or "reasoning" in k or k == "chatclient.usage.total_tokens"]
+
+
+def test_structured_output_rung_is_recorded_on_the_spans(otel: Telemetry) -> None:
+    from pydantic import BaseModel
+
+    class Person(BaseModel):
+        name: str
+
+    person = ChatClient.create(ScriptedChatModel(['{"name": "Ana"}'])).prompt("q").call().entity(Person)
+    assert person.name == "Ana"
+    # A scripted model has no native path: the ladder's last rung, format instructions.
+    assert attributes_of(otel.one("chat scripted"))["chatclient.structured_output.mode"] == "instructions"
+    terminal = attributes_of(otel.one("advisor ChatModelAdvisor"))
+    assert terminal["chatclient.structured_output.mode"] == "instructions"
+    otel.exporter.clear()
+    ChatClient.create(ScriptedChatModel(["plain"])).prompt("q").call().content()
+    assert "chatclient.structured_output.mode" not in attributes_of(otel.one("chat scripted"))
