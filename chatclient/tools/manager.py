@@ -194,6 +194,8 @@ class ToolCallingManager:
     def _run_tool(self, call: ToolCall, cb: ToolCallback | None, plan: _Plan) -> ToolResponse:
         if cb is None:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
+        if call.metadata.get("partial"):
+            return self._on_error(call, _cut_off(call))
         try:
             data = self._invoke(call, cb, plan)
         except Exception as exc:
@@ -271,6 +273,8 @@ class ToolCallingManager:
     ) -> ToolResponse:
         if cb is None:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
+        if call.metadata.get("partial"):
+            return self._on_error(call, _cut_off(call))
         async with gate:
             try:
                 data = await self._ainvoke(call, cb, plan)
@@ -382,6 +386,16 @@ def _split_context(context: Any) -> tuple[tuple[ToolCallback, ...] | None, Mappi
 def _unknown_message(name: str, available: Sequence[str]) -> str:
     listed = ", ".join(available) if available else "(none)"
     return f"Error: there is no tool named {name!r}. Available tools: {listed}."
+
+
+def _cut_off(call: ToolCall) -> ToolExecutionError:
+    # Providers flag a call whose arguments were cut off by max_tokens ("partial"); running the
+    # tool on half its arguments would act on input the model never finished writing.
+    return ToolExecutionError(
+        f"tool {call.name!r} was not run: the model's call was cut off by max_tokens before its arguments "
+        "were complete; raise max_tokens or ask for a shorter call",
+        call.name,
+    )
 
 
 def _wrap(name: str, exc: Exception) -> ToolExecutionError:

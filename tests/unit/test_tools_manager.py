@@ -292,3 +292,26 @@ def test_user_controlled_execution_loop() -> None:
     follow_up = client.prompt().messages(*result.conversation_history, AssistantMessage("It is 42.")).user("thanks")
     assert follow_up.call().content() == "Anything else?"
     assert len(model.prompts[-1].messages) == 5
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_cut_off_by_max_tokens_is_not_run(mode: str) -> None:
+    ran: list[str] = []
+
+    @tool
+    def record(text: str) -> str:
+        """Record a text."""
+        ran.append(text)
+        return "recorded"
+
+    cut = ToolCall("c0", "record", '{"text": "half', metadata={"partial": True})
+    whole = ToolCall("c1", "record", '{"text": "whole"}')
+    response = response_for(PROMPT, AssistantMessage(tool_calls=(cut, whole)))
+    result = await run(ToolCallingManager(), mode, response, tools=[record])
+    first, second = result.conversation_history[-1].responses
+    assert first.is_error and "cut off by max_tokens" in first.response_data
+    assert (second.is_error, second.response_data) == (False, "recorded")
+    assert ran == ["whole"]
+    with pytest.raises(ToolExecutionError, match="cut off by max_tokens"):
+        await run(ToolCallingManager(raise_on_tool_error=True), mode, response, tools=[record])
+    assert set(ran) == {"whole"}  # the complete call may run; the cut-off one never does
