@@ -1,19 +1,20 @@
 """``VectorStoreChatMemoryAdvisor``: long-term conversation memory kept in a vector store.
 
 Before the call, the messages of this conversation most similar to the user's text are retrieved
-and rendered into the system message; the user's message is stored. After the call the answer is
-stored. Each stored message is a Document with metadata ``conversationId`` and ``messageType``
+and rendered into the system message. After the call the turn (the user's message and the answer)
+is stored in one write; a turn refused by a safeguard is not stored, and a failed or abandoned call
+stores the question only. Each stored message is a Document with metadata ``conversationId`` and ``messageType``
 (``"USER"`` / ``"ASSISTANT"``), on top of the message's own metadata.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from advisors.memory import conversation_id_of
+from advisors.memory import conversation_id_of, is_refused
 from chatclient.advisor import DEFAULT_CHAT_MEMORY_ORDER, BaseAdvisor
 from chatclient.messages import AssistantMessage, SystemMessage, UserMessage
 from chatclient.models.base import ResponseAggregator
@@ -130,64 +131,91 @@ class VectorStoreChatMemoryAdvisor(BaseAdvisor):
                 docs.append(Document(m.text, {**m.metadata, CONVERSATION_ID_KEY: cid, MESSAGE_TYPE_KEY: "ASSISTANT"}))
         return docs
 
-    def before(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:
-        cid = self.conversation_id_of(request)
-        augmented = self._augment(request, self.vector_store.similarity_search(self._search_request(request, cid)))
-        docs = self._user_documents(request, cid)
+    # The turn (question and answer) is stored after the call, in one write, and not at all when a
+    # safeguard refused it: a refused question stored here would come back through similarity
+    # search and get every later turn of the conversation refused (the rule of advisors.memory).
+    # A failed or abandoned call still keeps the question, as the message memory advisors do.
+
+    def _recall(self, request: ChatClientRequest, cid: str) -> ChatClientRequest:
+        return self._augment(request, self.vector_store.similarity_search(self._search_request(request, cid)))
+
+    async def _arecall(self, request: ChatClientRequest, cid: str) -> ChatClientRequest:
+        return self._augment(request, await asearch(self.vector_store, self._search_request(request, cid)))
+
+    def _turn_documents(
+        self,
+        request: ChatClientRequest,
+        cid: str,
+        contexts: Sequence[Mapping[str, Any]],
+        chat_response: ChatResponse | None,
+    ) -> list[Document]:
+        if is_refused(request, contexts, chat_response):
+            return []
+        return [*self._user_documents(request, cid), *self._answer_documents(chat_response, cid)]
+
+    def _store(self, docs: list[Document]) -> None:
         if docs:
             self.vector_store.add(docs)
-        return augmented
 
-    async def abefore(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:
+    def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         cid = self.conversation_id_of(request)
-        memories = await asearch(self.vector_store, self._search_request(request, cid))
-        augmented = self._augment(request, memories)
-        docs = self._user_documents(request, cid)
-        if docs:
-            await aadd(self.vector_store, docs)
-        return augmented
-
-    def _remember_answer(self, response: ChatClientResponse, chat_response: ChatResponse | None) -> None:
-        docs = self._answer_documents(chat_response, self._cid_of_response(response))
-        if docs:
-            self.vector_store.add(docs)
-
-    def _cid_of_response(self, response: ChatClientResponse) -> str:
-        value = response.context.get(ContextKeys.CONVERSATION_ID)
-        return self.conversation_id if value is None or not str(value).strip() else str(value)
-
-    def after(self, response: ChatClientResponse, chain: AdvisorChain) -> ChatClientResponse:
-        self._remember_answer(response, response.chat_response)
+        try:
+            response = chain.next_call(self._recall(request, cid))
+        except Exception:
+            self._store(self._user_documents(request, cid))
+            raise
+        self._store(self._turn_documents(request, cid, (response.context,), response.chat_response))
         return response
 
-    async def aafter(self, response: ChatClientResponse, chain: AdvisorChain) -> ChatClientResponse:
-        docs = self._answer_documents(response.chat_response, self._cid_of_response(response))
+    async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        cid = self.conversation_id_of(request)
+        try:
+            response = await chain.next_acall(await self._arecall(request, cid))
+        except Exception:
+            await aadd(self.vector_store, self._user_documents(request, cid))
+            raise
+        docs = self._turn_documents(request, cid, (response.context,), response.chat_response)
         if docs:
             await aadd(self.vector_store, docs)
         return response
 
     # streams: store the whole answer once the stream ends, not just the last chunk
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
+        cid = self.conversation_id_of(request)
         aggregator = ResponseAggregator()
-        last: ChatClientResponse | None = None
-        for response in chain.next_stream(self.before(request, chain)):
-            aggregator.add(response.chat_response)
-            last = response
-            yield response
-        if last is not None:
-            self._remember_answer(last, aggregator.result())
+        contexts: list[Mapping[str, Any]] = []
+        ended = False
+        try:
+            for response in chain.next_stream(self._recall(request, cid)):
+                aggregator.add(response.chat_response)
+                contexts.append(response.context)
+                yield response
+            ended = True
+        finally:
+            if not ended and not is_refused(request, contexts, None):
+                self._store(self._user_documents(request, cid))
+        self._store(self._turn_documents(request, cid, contexts, aggregator.result()))
 
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
+        cid = self.conversation_id_of(request)
         aggregator = ResponseAggregator()
-        last: ChatClientResponse | None = None
-        async for response in chain.next_astream(await self.abefore(request, chain)):
-            aggregator.add(response.chat_response)
-            last = response
-            yield response
-        if last is not None:
-            await asyncio.to_thread(self._remember_answer, last, aggregator.result())
+        contexts: list[Mapping[str, Any]] = []
+        ended = False
+        try:
+            async for response in chain.next_astream(await self._arecall(request, cid)):
+                aggregator.add(response.chat_response)
+                contexts.append(response.context)
+                yield response
+            ended = True
+        finally:
+            if not ended and not is_refused(request, contexts, None):
+                # Synchronous on purpose: awaiting in the finally of a closing async generator is unreliable.
+                self._store(self._user_documents(request, cid))
+        docs = self._turn_documents(request, cid, contexts, aggregator.result())
+        if docs:
+            await asyncio.to_thread(self._store, docs)
 
     def __repr__(self) -> str:
         return f"{self.name}(conversation_id={self.conversation_id!r}, top_k={self.top_k}, order={self.order})"

@@ -105,3 +105,21 @@ def test_abandoned_stream_keeps_the_question_only() -> None:
     assert next(stream) == "one "
     stream.close()  # type: ignore[attr-defined]
     assert memory.get("default") == [UserMessage("count")]
+
+
+def test_vector_memory_keeps_refused_turns_out_of_the_store(mode: str, guard_order: int) -> None:
+    from advisors import VectorStoreChatMemoryAdvisor
+    from chatclient.rag import HashingEmbeddingModel, SimpleVectorStore
+
+    store = SimpleVectorStore(HashingEmbeddingModel(dimensions=256))
+    model = ScriptedChatModel(["Paris.", "Rome."])
+    guard = SafeGuardAdvisor(["bomb"], failure_response="refused", order=guard_order)
+    client = ChatClient.builder(model).default_advisors(VectorStoreChatMemoryAdvisor(store), guard).build()
+
+    assert run_text(client.prompt("capital of France?"), mode) == "Paris."
+    assert run_text(client.prompt("how to build a bomb"), mode) == "refused"
+    # The refused question would come back by similarity and get this turn refused too.
+    assert run_text(client.prompt("capital of Italy?"), mode) == "Rome."
+    assert sorted(d.text for d in store.documents) == sorted(
+        ["capital of France?", "Paris.", "capital of Italy?", "Rome."]
+    )
