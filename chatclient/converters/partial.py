@@ -37,6 +37,7 @@ from chatclient.converters.core import (
     StructuredOutputConverter,
     pydantic_compatible,
 )
+from chatclient.converters.incremental import _NONE, Frame, IncrementalJSON, PartialString
 
 T = TypeVar("T")
 
@@ -195,7 +196,14 @@ def _build_typeddict(tp: type[Any], value: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Accumulator:
-    """Collects deltas; ``feed`` returns a new partial state (or ``_NOTHING``), ``finish`` the final value."""
+    """Collects deltas; ``feed`` returns a new partial state (or ``_NOTHING``), ``finish`` the final value.
+
+    Entities are read with the incremental parser (linear in the answer). Two cases use the
+    re-parsing path instead, which gives the same states at a cost that grows with the text: the
+    start of the answer until it is clear where the JSON begins (a reasoning block or a code fence
+    still arriving), and text that is not a prefix of valid JSON (the parser gives up, the
+    tolerant re-parse still finds what it can).
+    """
 
     def __init__(self, converter: StructuredOutputConverter[Any]) -> None:
         self.converter = converter
@@ -203,6 +211,9 @@ class _Accumulator:
         self.seen_text = False
         self.last: Any = _NOTHING
         self.target: Any = converter.target if isinstance(converter, EntityOutputConverter) else _NOTHING
+        self.reader: _JsonReader | None = None
+        self.reparse = False  # the incremental parser gave up: re-parse from now on
+        self.waiting_for_tag_end = False
 
     def feed(self, delta: str | None) -> Any:
         if delta is None:
@@ -211,8 +222,37 @@ class _Accumulator:
         if not delta:
             return _NOTHING
         self.parts.append(delta)
-        state = self._partial("".join(self.parts))
-        return self._changed(state)
+        if isinstance(self.converter, ListOutputConverter) or self.target is _NOTHING:
+            return self._changed(self._partial("".join(self.parts)))
+        if self.reader is None and not self.reparse:
+            return self._changed(self._start(delta))
+        if self.reader is not None and not self.reparse:
+            state = self.reader.feed(delta)
+            if not self.reader.failed:
+                return self._changed(state)
+            self.reparse = True
+            self.reader = None
+        return self._changed(self._partial("".join(self.parts)))
+
+    def _start(self, delta: str) -> Any:
+        """Before the JSON starts: re-parse (short), and hand over to the incremental reader when it does."""
+        if self.waiting_for_tag_end and ">" not in delta:
+            return _NOTHING  # an open reasoning block cannot close without a ">"
+        text = "".join(self.parts)
+        start = _json_start(text)
+        if start is None:
+            self.waiting_for_tag_end = strip_thinking(text).startswith("<")
+            return self._partial(text)
+        offset, fenced = start
+        self.reader = _JsonReader(self.target, fenced)
+        state = self.reader.feed(text[offset:])
+        if self.reader.failed:
+            self.reparse = True
+            self.reader = None
+            return self._partial(text)
+        if state is _REPARSE:
+            return self._partial(text)
+        return state
 
     def _partial(self, text: str) -> Any:
         if isinstance(self.converter, ListOutputConverter):
@@ -227,6 +267,8 @@ class _Accumulator:
         return _NOTHING if state is None else state  # None is no partial T; only a final None counts
 
     def _changed(self, state: Any) -> Any:
+        if state is _REPARSE:
+            state = self._partial("".join(self.parts))
         if state is _NOTHING or _equal(state, self.last):
             return _NOTHING
         self.last = state
@@ -236,6 +278,273 @@ class _Accumulator:
         if not self.seen_text:
             return _NOTHING
         return self._changed(self.converter.convert("".join(self.parts)))
+
+
+_REPARSE: Any = object()  # "this one state needs the re-parsing path" (a closing fence eating into the text)
+
+
+def _json_start(text: str) -> tuple[int, bool] | None:
+    """Where the JSON of ``text`` starts, and whether it is inside a code fence; None while unclear.
+
+    Mirrors ``parse_partial_json``'s cleaning: leading reasoning blocks and whitespace go, and an
+    opening fence with its language tag goes. While a reasoning block, the fence or its tag is still
+    arriving, the answer is None and the caller re-parses.
+    """
+    s = strip_thinking(text)
+    if not s or s[0] == "<":
+        return None
+    base = len(text) - len(s)
+    if s[0] != "`":
+        return base, False
+    if not s.startswith("```"):
+        return None
+    rest_start = base + 3
+    end = rest_start
+    while end < len(text) and (text[end].isalnum() or text[end] in "+-._"):
+        end += 1
+    if end == len(text):
+        return None  # the language tag may still grow
+    if end > rest_start and not text[end].isspace():
+        return None  # "```json{": not a fence with a tag; the re-parsing path decides
+    k = end
+    while k < len(text) and text[k].isspace():
+        k += 1
+    if k == len(text):
+        return None
+    return k, True
+
+
+class _JsonReader:
+    """The incremental parser, the trailing-number rule and the shaping, for one answer.
+
+    In a fence, the text that counts is the body without trailing whitespace and without one
+    closing fence (as ``strip_code_fence`` cuts it). Characters that may still turn out to be that
+    trailing part are held back from the parser until more text shows what they are.
+    """
+
+    def __init__(self, target: Any, fenced: bool) -> None:
+        self.parser = IncrementalJSON()
+        self.target = target
+        self.fenced = fenced
+        self.unfed = ""
+        self.fed_tail = ""  # the last three characters fed (fences only)
+        self.fed_len = 0
+        # the trailing-number rule of ``_ends_with_number``, tracked character by character
+        self.run_has_digit = False
+        self.run_ends_dash = False
+        self.after_space = False
+        self.shaper = _Shaper()
+
+    @property
+    def failed(self) -> bool:
+        return self.parser.failed
+
+    def feed(self, text: str) -> Any:
+        if not self.fenced:
+            self._feed(text)
+        else:
+            self.unfed += text
+            u = self.unfed
+            j = len(u.rstrip())
+            view_end = self.fed_len + j
+            last3 = (self.fed_tail + u[:j])[-3:]
+            if last3 == "```":
+                view_end -= 3
+                if view_end >= self.fed_len:
+                    view_end = self.fed_len + len(u[: view_end - self.fed_len].rstrip())
+            if view_end < self.fed_len:
+                return _REPARSE  # the closing fence reaches into text already read: rare, re-parse
+            take = view_end - self.fed_len
+            if take:
+                self._feed(u[:take])
+                self.unfed = u[take:]
+        if self.parser.failed:
+            return _NOTHING
+        if self.run_has_digit or self.run_ends_dash:
+            return _NOTHING  # a number at the end may still grow
+        node = self.parser.view_node()
+        if node is _NONE or node is None:
+            return _NOTHING
+        state = self.shaper.shape(self.target, node)
+        return _NOTHING if state is None else state
+
+    def _feed(self, text: str) -> None:
+        self.parser.feed(text)
+        self.fed_len += len(text)
+        if self.fenced:
+            self.fed_tail = (self.fed_tail + text)[-3:]
+        self._track_number_run(text)
+
+    def _track_number_run(self, text: str) -> None:
+        # Only the end of the text matters: find the last character that is neither whitespace nor a
+        # number character, then replay the short tail after it.
+        i = len(text)
+        while i > 0 and (text[i - 1] in _NUMBER_CHARS or text[i - 1].isspace()):
+            i -= 1
+        if i > 0:
+            self.run_has_digit = self.run_ends_dash = self.after_space = False
+        for ch in text[i:]:
+            if ch.isspace():
+                self.after_space = True
+                continue
+            if self.after_space:
+                self.run_has_digit = self.run_ends_dash = False
+                self.after_space = False
+            self.run_has_digit = self.run_has_digit or "0" <= ch <= "9"
+            self.run_ends_dash = ch == "-"
+
+
+class _Shaper:
+    """``build_partial`` over the parser's open frames, reusing the shaped form of complete children."""
+
+    def shape(self, tp: Any, node: Any) -> Any:
+        if isinstance(node, PartialString):
+            return build_partial(tp, node.text)
+        if isinstance(node, Frame):
+            return self._frame(tp, node)
+        return build_partial(tp, node)
+
+    def _frame(self, tp: Any, frame: Frame) -> Any:
+        if tp is Any or tp is object:
+            return _materialize(frame)
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            return self._frame(typing.get_args(tp)[0], frame)
+        if origin in _UNION_TYPES:
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) == 1:
+                return self._frame(args[0], frame)
+            return build_partial(tp, _materialize(frame))  # the member depends on the whole value
+        if isinstance(tp, type):
+            if issubclass(tp, BaseModel):
+                return self._model(tp, frame) if frame.is_dict else None
+            if dataclasses.is_dataclass(tp):
+                return self._dataclass(tp, frame) if frame.is_dict else None
+            if typing.is_typeddict(tp):
+                if not frame.is_dict:
+                    return None
+                hints = _hints(tp)
+                return self._items(frame, tp, hints.get)
+        if origin is not None and isinstance(origin, type):
+            type_args = typing.get_args(tp)
+            if issubclass(origin, Mapping) and frame.is_dict:
+                item_tp = type_args[1] if len(type_args) == 2 else Any
+                return self._items(frame, tp, lambda _k: item_tp)
+            if origin in (list, Sequence) and not frame.is_dict:
+                item_tp = type_args[0] if type_args else Any
+                return self._list(frame, tp, item_tp)
+        return _leaf(tp, _materialize(frame))
+
+    def _list(self, frame: Frame, tp: Any, item_tp: Any) -> list[Any]:
+        done = _cache(frame, tp, list)
+        items = frame.container
+        for i in range(len(done), len(items)):
+            done.append(build_partial(item_tp, items[i]))
+        out = list(done)
+        if frame.child is not None:
+            out.append(self.shape(item_tp, frame.child))
+        return out
+
+    def _items(self, frame: Frame, tp: Any, type_of: Any) -> dict[str, Any]:
+        """Shaped values by key for the keys ``type_of`` knows (None: key left out), in JSON order."""
+        done: dict[str, tuple[Any, Any]] = _cache(frame, tp, dict)
+        out: dict[str, Any] = {}
+        for key, value in frame.container.items():
+            item_tp = type_of(key)
+            if item_tp is None:
+                continue
+            cached = done.get(key)
+            if cached is None or cached[0] is not value:  # a repeated key replaces the value
+                cached = (value, build_partial(item_tp, value))
+                done[key] = cached
+            out[key] = cached[1]
+        if frame.key is not None and frame.child is not None:
+            item_tp = type_of(frame.key)
+            if item_tp is not None:
+                out[frame.key] = self.shape(item_tp, frame.child)
+        return out
+
+    def _model(self, tp: type[BaseModel], frame: Frame) -> BaseModel:
+        by_key = _model_keys(tp)
+        got = self._items(frame, tp, lambda k: by_key.get(k, (None, None))[1])
+        fields: dict[str, Any] = {}
+        for name, info in tp.model_fields.items():
+            key = info.alias if info.alias is not None and info.alias in got else name
+            if key in got:
+                fields[name] = got[key]
+            elif info.is_required():
+                fields[name] = None
+        return tp.model_construct(**fields)
+
+    def _dataclass(self, tp: type[Any], frame: Frame) -> Any:
+        hints = _hints(tp)
+        got = self._items(frame, tp, lambda k: hints.get(k, Any) if k in _field_names(tp) else None)
+        obj = object.__new__(tp)
+        for f in dataclasses.fields(tp):
+            if f.name in got:
+                v = got[f.name]
+            elif f.default is not dataclasses.MISSING:
+                v = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                v = f.default_factory()
+            else:
+                v = None
+            object.__setattr__(obj, f.name, v)
+        return obj
+
+
+def _cache(frame: Frame, tp: Any, kind: Any) -> Any:
+    try:
+        found = frame.cache.get(tp)
+        if found is None:
+            found = frame.cache[tp] = kind()
+        return found
+    except TypeError:  # an unhashable type expression: nothing is cached
+        return kind()
+
+
+def _materialize(node: Any) -> Any:
+    """The plain JSON value of a node (shallow copies of the open containers only)."""
+    if isinstance(node, PartialString):
+        return node.text
+    if not isinstance(node, Frame):
+        return node
+    if node.is_dict:
+        out: dict[str, Any] = dict(node.container)
+        if node.key is not None and node.child is not None:
+            out[node.key] = _materialize(node.child)
+        return out
+    items = list(node.container)
+    if node.child is not None:
+        items.append(_materialize(node.child))
+    return items
+
+
+_HINTS: dict[Any, dict[str, Any]] = {}
+_MODEL_KEYS: dict[Any, dict[str, tuple[str, Any]]] = {}
+
+
+def _hints(tp: Any) -> dict[str, Any]:
+    found = _HINTS.get(tp)
+    if found is None:
+        found = _HINTS[tp] = typing.get_type_hints(tp)
+    return found
+
+
+def _field_names(tp: Any) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(tp))
+
+
+def _model_keys(tp: type[BaseModel]) -> dict[str, tuple[str, Any]]:
+    """JSON key -> (field name, annotation), aliases first, as ``_build_model`` looks them up."""
+    found = _MODEL_KEYS.get(tp)
+    if found is None:
+        found = {name: (name, info.annotation) for name, info in tp.model_fields.items()}
+        for name, info in tp.model_fields.items():
+            if info.alias is not None:
+                found[info.alias] = (name, info.annotation)
+        _MODEL_KEYS[tp] = found
+    return found
 
 
 def _equal(a: Any, b: Any) -> bool:

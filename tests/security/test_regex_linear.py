@@ -48,6 +48,13 @@ def _partial() -> None:
     parse_partial_json("1" * N)
 
 
+def _incremental() -> None:
+    from chatclient.converters.incremental import IncrementalJSON
+
+    for text in ('["' + "a" * N, '["' + "\\n" * (N // 2) + "\x01", '{"' + "a" * N + '":"' + "b" * N):
+        IncrementalJSON().feed(text)
+
+
 def _cleaning() -> None:
     strip_thinking("<think>" * (N // 7))
     strip_thinking("<think>" + "</think " * (N // 8))
@@ -138,6 +145,7 @@ CASES: dict[str, Callable[[], None]] = {
     "chatclient/rag/etl/readers.py": _markdown,
     "chatclient/converters/partial.py": _partial,
     "chatclient/converters/cleaning.py": _cleaning,
+    "chatclient/converters/incremental.py": _incremental,
     "chatclient/rag/etl/splitter.py": _splitter,
     "chatclient/rag/embedding.py": _embedding,
     "chatclient/rag/filters/parser.py": _filters,
