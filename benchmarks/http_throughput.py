@@ -1,5 +1,10 @@
 """Async HTTP throughput of OpenAIChatModel next to the official ``openai`` SDK, same server, same run.
 
+Five clients take turns on the same server: chatclient on httpx's default transport, chatclient on
+``AiohttpTransport`` (extra ``aiohttp``), the official SDK, and two raw clients that only POST the
+same body and read the bytes — plain ``httpx.AsyncClient`` and an ``aiohttp`` session, the ceiling
+of a Python client here.
+
 The loopback server's instant responder (``tests.support.loopback.main``: a minimal asyncio HTTP/1.1
 keep-alive server) runs in a separate process and answers every request at once with the same
 canned chat completion, so what is measured is
@@ -9,7 +14,7 @@ clients and the ratio (ours / SDK; above 1.0 means chatclient is faster). Each l
 clients alternately, three times, and keeps each client's best round, which evens out noise from other
 work on the machine.
 
-    .venv/bin/pip install openai          # for this benchmark only
+    .venv/bin/pip install -e '.[aiohttp,bench]'   # the SDK and aiohttp, for this benchmark only
     .venv/bin/python benchmarks/http_throughput.py [--requests-scale 1.0]
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import subprocess
 import sys
@@ -82,41 +88,79 @@ async def main_async(scale: float) -> None:
         import openai
     except ImportError:
         raise SystemExit("the openai SDK is needed for the comparison: .venv/bin/pip install openai") from None
+    import aiohttp
+    import httpx
+
+    from chatclient.models.aiohttp_transport import AiohttpTransport
+
     proc, base_url = start_server()
     messages = [{"role": "user", "content": "Hello"}]
     prompt = Prompt("Hello")
+    body = json.dumps({"model": "gpt-test", "messages": messages}).encode()
+    headers = {"authorization": "Bearer sk-bench", "content-type": "application/json"}
+    url = base_url + "/chat/completions"
     try:
         ours = OpenAIChatModel("gpt-test", api_key="sk-bench", base_url=base_url, timeout=60.0)
+        fast_client = httpx.AsyncClient(transport=AiohttpTransport(), timeout=60.0)
+        ours_aiohttp = OpenAIChatModel(
+            "gpt-test", api_key="sk-bench", base_url=base_url, timeout=60.0, async_http_client=fast_client
+        )
         sdk = openai.AsyncOpenAI(api_key="sk-bench", base_url=base_url, timeout=60.0)
+        raw_httpx = httpx.AsyncClient(timeout=60.0, limits=httpx.Limits(max_connections=1000))
+        raw_aiohttp = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000))
 
         async def call_ours() -> object:
             return await ours.acall(prompt)
 
+        async def call_ours_aiohttp() -> object:
+            return await ours_aiohttp.acall(prompt)
+
         async def call_sdk() -> object:
             return await sdk.chat.completions.create(model="gpt-test", messages=messages)  # type: ignore[arg-type]
 
-        # Warm both pools and code paths.
-        await run_level(call_ours, 8, 200)
-        await run_level(call_sdk, 8, 200)
+        async def call_httpx() -> object:
+            return (await raw_httpx.post(url, content=body, headers=headers)).json()
+
+        async def call_aiohttp() -> object:
+            async with raw_aiohttp.post(url, data=body, headers=headers) as r:
+                return json.loads(await r.read())
+
+        clients = {
+            "chatclient": call_ours,
+            "cc+aiohttp": call_ours_aiohttp,
+            "openai": call_sdk,
+            "raw httpx": call_httpx,
+            "raw aiohttp": call_aiohttp,
+        }
+        for fn in clients.values():  # warm every pool and code path
+            await run_level(fn, 8, 200)
         print(f"openai SDK {openai.__version__}; server: instant asyncio responder in a separate process\n")
-        header = f"{'concurrency':>11} | {'client':<10} | {'req/s':>8} | {'p50 ms':>8} | {'p99 ms':>8}"
+        header = f"{'concurrency':>11} | {'client':<11} | {'req/s':>8} | {'p50 ms':>8} | {'p99 ms':>8}"
         print(header)
         print("-" * len(header))
         for concurrency, total in LEVELS.items():
             n = max(concurrency, int(total * scale))
             best: dict[str, Result] = {}
             for _ in range(ROUNDS):
-                for name, fn in (("chatclient", call_ours), ("openai", call_sdk)):
+                for name, fn in clients.items():
                     r = await run_level(fn, concurrency, n)
                     if name not in best or r.rps > best[name].rps:
                         best[name] = r
-            for name in ("chatclient", "openai"):
+            for name in clients:
                 r = best[name]
-                print(f"{concurrency:>11} | {name:<10} | {r.rps:>8.0f} | {r.p50_ms:>8.2f} | {r.p99_ms:>8.2f}")
-            ratio = best["chatclient"].rps / best["openai"].rps
-            print(f"{'':>11} | ratio req/s chatclient/openai = {ratio:.2f}")
+                print(f"{concurrency:>11} | {name:<11} | {r.rps:>8.0f} | {r.p50_ms:>8.2f} | {r.p99_ms:>8.2f}")
+            for name in ("chatclient", "cc+aiohttp"):
+                print(
+                    f"{'':>11} | {name}: {best[name].rps / best['openai'].rps:.2f}x the SDK, "
+                    f"{best[name].rps / best['raw aiohttp'].rps:.2f}x raw aiohttp, "
+                    f"p99/p50 {best[name].p99_ms / best[name].p50_ms:.1f}"
+                )
         await ours.aclose()
+        await ours_aiohttp.aclose()
+        await fast_client.aclose()
         await sdk.close()
+        await raw_httpx.aclose()
+        await raw_aiohttp.close()
     finally:
         proc.terminate()
         proc.wait(timeout=10)
