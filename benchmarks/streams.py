@@ -1,0 +1,267 @@
+"""Streams at scale: per-chunk cost through the chain, memory per open stream, 1,000 concurrent streams.
+
+    .venv/bin/python benchmarks/streams.py [--streams 1000] [--chunks 200]
+
+1. Per-chunk cost of ``stream().content()`` (sync and async) over an in-process model that yields
+   prebuilt chunks, with 0 and with 5 pass-through advisors: what the chain adds per chunk.
+2. Memory per open stream: N streams against a local SSE server, each read up to its first chunk
+   and held open (tracemalloc, Python allocations only), with httpx's transport and with
+   ``AiohttpTransport``.
+3. ``--streams`` concurrent streams of ``--chunks`` chunks each against that server, all read to
+   the end: time, chunks/s, errors, and the peak of Python allocations.
+
+The server is a minimal asyncio HTTP/1.1 responder in a separate process (``--serve``), answering
+every request with the same OpenAI-format SSE body, so the client side is what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from chatclient import BaseAdvisor, ChatClient, ChatResponse, Prompt  # noqa: E402
+from chatclient.models.base import BaseChatModel  # noqa: E402
+
+# -- 1. per-chunk cost ---------------------------------------------------------------------------
+
+
+def _chunks(n: int) -> list[ChatResponse]:
+    return [ChatResponse.of_text(f"w{i} ") for i in range(n)]
+
+
+class ChunkModel(BaseChatModel):
+    def __init__(self, n: int) -> None:
+        self.chunks = _chunks(n)
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        return ChatResponse.of_text("".join(c.result.output.text or "" for c in self.chunks))
+
+    def stream(self, prompt: Prompt) -> Iterator[ChatResponse]:
+        return iter(self.chunks)
+
+    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+class PassThrough(BaseAdvisor):
+    def __init__(self, order: int) -> None:
+        self.order = order
+
+
+def per_chunk_us(advisors: int, use_async: bool, chunks: int = 200, rounds: int = 15) -> float:
+    client = ChatClient.builder(ChunkModel(chunks)).default_advisors(*(PassThrough(i) for i in range(advisors))).build()
+
+    def one_sync() -> None:
+        for _ in client.prompt("hi").stream().content():
+            pass
+
+    async def one_async() -> None:
+        async for _ in client.prompt("hi").astream().content():
+            pass
+
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(5):
+            if use_async:
+                asyncio.run(one_async())
+            else:
+                one_sync()
+        samples.append((time.perf_counter() - start) / (5 * chunks) * 1e6)
+    return statistics.median(samples)
+
+
+# -- the SSE server ------------------------------------------------------------------------------
+
+
+def sse_body(chunks: int) -> bytes:
+    lines = []
+    for i in range(chunks):
+        event = {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "model": "gpt-test",
+            "choices": [{"index": 0, "delta": {"content": f"w{i} "}, "finish_reason": None}],
+        }
+        lines.append(b"data: " + json.dumps(event).encode() + b"\n\n")
+    last = {"id": "c1", "object": "chat.completion.chunk", "model": "gpt-test",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    lines.append(b"data: " + json.dumps(last).encode() + b"\n\n")
+    lines.append(b"data: [DONE]\n\n")
+    return b"".join(lines)
+
+
+class _SSEProtocol(asyncio.Protocol):
+    def __init__(self, response: bytes) -> None:
+        self.response = response
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].decode("latin-1").lower()
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip() == "content-length":
+                    length = int(value.strip())
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            assert self.transport is not None
+            self.transport.write(self.response)
+
+
+def serve(chunks: int) -> None:
+    body = sse_body(chunks)
+    response = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _SSEProtocol(response), "127.0.0.1", 0, backlog=4096)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await server.serve_forever()
+
+    asyncio.run(run())
+
+
+def start_server(chunks: int) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--chunks", str(chunks)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        proc.kill()
+        raise SystemExit(f"SSE server did not start (got {port!r})")
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
+# -- 2 and 3: open streams and many streams -------------------------------------------------------
+
+
+def make_client(base_url: str, transport: str) -> tuple[ChatClient, Any]:
+    import httpx
+
+    from chatclient.models.openai import OpenAIChatModel
+
+    aclient = None
+    if transport == "aiohttp":
+        from chatclient.models.aiohttp_transport import AiohttpTransport
+
+        aclient = httpx.AsyncClient(transport=AiohttpTransport(limit=0), timeout=120.0)
+    model = OpenAIChatModel("gpt-test", api_key="sk-bench", base_url=base_url, timeout=120.0, async_http_client=aclient)
+    client = ChatClient.builder(model).default_advisors(*(PassThrough(i) for i in range(5))).build()
+    return client, aclient
+
+
+async def memory_per_open_stream(base_url: str, transport: str, n: int) -> float:
+    client, aclient = make_client(base_url, transport)
+    # warm the pool and the code paths, then measure
+    async for _ in client.prompt("hi").astream().content():
+        pass
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    streams = []
+    for _ in range(n):
+        it = client.prompt("hi").astream().content().__aiter__()
+        await it.__anext__()
+        streams.append(it)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    for it in streams:
+        await it.aclose()
+    if aclient is not None:
+        await aclient.aclose()
+    return (after - before) / n / 1024
+
+
+async def many_streams(base_url: str, transport: str, n: int, chunks: int) -> dict[str, float]:
+    client, aclient = make_client(base_url, transport)
+    errors = 0
+    counts: list[int] = []
+
+    async def one() -> None:
+        nonlocal errors
+        try:
+            count = 0
+            async for _ in client.prompt("hi").astream().content():
+                count += 1
+            counts.append(count)
+        except Exception:
+            errors += 1
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(n)))
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    if aclient is not None:
+        await aclient.aclose()
+    complete = sum(1 for c in counts if c == chunks)
+    return {"seconds": elapsed, "errors": errors, "complete": complete, "chunks_per_s": sum(counts) / elapsed,
+            "peak_mb": peak / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--chunks", type=int, default=200)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.chunks)
+        return
+
+    print("1. per-chunk cost of stream().content(), 200-chunk streams, in-process model (median µs per chunk)")
+    for use_async in (False, True):
+        zero = per_chunk_us(0, use_async)
+        five = per_chunk_us(5, use_async)
+        mode = "async" if use_async else "sync "
+        print(f"   {mode}: 0 advisors {zero:.2f} | 5 advisors {five:.2f} | chain of 5 adds {five - zero:.2f} per chunk")
+
+    proc, base_url = start_server(args.chunks)
+    try:
+        print(f"\n2. memory per open stream (5 advisors, first chunk read, {args.chunks}-chunk SSE body)")
+        for transport in ("httpx", "aiohttp"):
+            kib = asyncio.run(memory_per_open_stream(base_url, transport, 200))
+            print(f"   {transport:8} {kib:.1f} KiB per open stream (Python allocations, 200 streams held open)")
+        print(f"\n3. {args.streams} concurrent streams x {args.chunks} chunks, read to the end (5 advisors)")
+        for transport in ("httpx", "aiohttp"):
+            r = asyncio.run(many_streams(base_url, transport, args.streams, args.chunks))
+            print(
+                f"   {transport:8} {r['seconds']:.1f} s, {r['chunks_per_s']:.0f} chunks/s, complete "
+                f"{r['complete']:.0f}/{args.streams}, errors {r['errors']:.0f}, peak Python memory {r['peak_mb']:.0f} MiB"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
