@@ -405,34 +405,23 @@ class _Shaper:
         return build_partial(tp, node)
 
     def _frame(self, tp: Any, frame: Frame) -> Any:
-        if tp is Any or tp is object:
+        kind, info = _plan(tp)
+        if kind == _LIST:
+            return self._list(frame, tp, info) if not frame.is_dict else _leaf(tp, _materialize(frame))
+        if kind == _MODEL:
+            return self._model(tp, frame, info) if frame.is_dict else None
+        if kind == _KEYED:  # TypedDict (known keys) or Mapping (every key, one item type)
+            if not frame.is_dict:
+                return None if info[1] else _leaf(tp, _materialize(frame))
+            return self._items(frame, tp, info[0], info[2])
+        if kind == _DATACLASS:
+            return self._dataclass(tp, frame) if frame.is_dict else None
+        if kind == _INNER:
+            return self._frame(info, frame)
+        if kind == _ANY:
             return _materialize(frame)
-        origin = typing.get_origin(tp)
-        if origin is typing.Annotated:
-            return self._frame(typing.get_args(tp)[0], frame)
-        if origin in _UNION_TYPES:
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) == 1:
-                return self._frame(args[0], frame)
+        if kind == _UNION:
             return build_partial(tp, _materialize(frame))  # the member depends on the whole value
-        if isinstance(tp, type):
-            if issubclass(tp, BaseModel):
-                return self._model(tp, frame) if frame.is_dict else None
-            if dataclasses.is_dataclass(tp):
-                return self._dataclass(tp, frame) if frame.is_dict else None
-            if typing.is_typeddict(tp):
-                if not frame.is_dict:
-                    return None
-                hints = _hints(tp)
-                return self._items(frame, tp, hints.get)
-        if origin is not None and isinstance(origin, type):
-            type_args = typing.get_args(tp)
-            if issubclass(origin, Mapping) and frame.is_dict:
-                item_tp = type_args[1] if len(type_args) == 2 else Any
-                return self._items(frame, tp, lambda _k: item_tp)
-            if origin in (list, Sequence) and not frame.is_dict:
-                item_tp = type_args[0] if type_args else Any
-                return self._list(frame, tp, item_tp)
         return _leaf(tp, _materialize(frame))
 
     def _list(self, frame: Frame, tp: Any, item_tp: Any) -> list[Any]:
@@ -445,40 +434,42 @@ class _Shaper:
             out.append(self.shape(item_tp, frame.child))
         return out
 
-    def _items(self, frame: Frame, tp: Any, type_of: Any) -> dict[str, Any]:
-        """Shaped values by key for the keys ``type_of`` knows (None: key left out), in JSON order."""
+    def _items(self, frame: Frame, tp: Any, types: Mapping[str, Any] | None, default: Any) -> dict[str, Any]:
+        """Shaped values by key, in JSON order: keys in ``types`` (all keys with ``default`` when None)."""
         done: dict[str, tuple[Any, Any]] = _cache(frame, tp, dict)
         out: dict[str, Any] = {}
         for key, value in frame.container.items():
-            item_tp = type_of(key)
-            if item_tp is None:
-                continue
             cached = done.get(key)
-            if cached is None or cached[0] is not value:  # a repeated key replaces the value
+            if cached is None or cached[0] is not value:  # new, or a repeated key replaced the value
+                item_tp = default if types is None else types.get(key, _SKIP)
+                if item_tp is _SKIP:
+                    continue
                 cached = (value, build_partial(item_tp, value))
                 done[key] = cached
             out[key] = cached[1]
-        if frame.key is not None and frame.child is not None:
-            item_tp = type_of(frame.key)
-            if item_tp is not None:
-                out[frame.key] = self.shape(item_tp, frame.child)
+        key = frame.key
+        if key is not None and frame.child is not None:
+            item_tp = default if types is None else types.get(key, _SKIP)
+            if item_tp is not _SKIP:
+                out[key] = self.shape(item_tp, frame.child)
         return out
 
-    def _model(self, tp: type[BaseModel], frame: Frame) -> BaseModel:
-        by_key = _model_keys(tp)
-        got = self._items(frame, tp, lambda k: by_key.get(k, (None, None))[1])
+    def _model(self, tp: type[BaseModel], frame: Frame, info: tuple[Any, ...]) -> BaseModel:
+        types, fields_plan = info
+        got = self._items(frame, tp, types, None)
         fields: dict[str, Any] = {}
-        for name, info in tp.model_fields.items():
-            key = info.alias if info.alias is not None and info.alias in got else name
+        for name, alias, required in fields_plan:
+            key = alias if alias is not None and alias in got else name
             if key in got:
                 fields[name] = got[key]
-            elif info.is_required():
+            elif required:
                 fields[name] = None
         return tp.model_construct(**fields)
 
     def _dataclass(self, tp: type[Any], frame: Frame) -> Any:
         hints = _hints(tp)
-        got = self._items(frame, tp, lambda k: hints.get(k, Any) if k in _field_names(tp) else None)
+        names = _field_names(tp)
+        got = self._items(frame, tp, {k: hints.get(k, Any) for k in names}, None)
         obj = object.__new__(tp)
         for f in dataclasses.fields(tp):
             if f.name in got:
@@ -491,6 +482,52 @@ class _Shaper:
                 v = None
             object.__setattr__(obj, f.name, v)
         return obj
+
+
+_SKIP: Any = object()
+_ANY, _INNER, _UNION, _MODEL, _DATACLASS, _KEYED, _LIST, _LEAF = range(8)
+_PLANS: dict[Any, tuple[int, Any]] = {}
+
+
+def _plan(tp: Any) -> tuple[int, Any]:
+    """How ``build_partial`` treats a container value of type ``tp`` (cached per type)."""
+    try:
+        found = _PLANS.get(tp)
+    except TypeError:  # an unhashable type expression
+        return _make_plan(tp)
+    if found is None:
+        found = _PLANS[tp] = _make_plan(tp)
+    return found
+
+
+def _make_plan(tp: Any) -> tuple[int, Any]:
+    if tp is Any or tp is object:
+        return _ANY, None
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _INNER, typing.get_args(tp)[0]
+    if origin in _UNION_TYPES:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return (_INNER, args[0]) if len(args) == 1 else (_UNION, None)
+    if isinstance(tp, type):
+        if issubclass(tp, BaseModel):
+            types = {name: info.annotation for name, info in tp.model_fields.items()}
+            for info in tp.model_fields.values():
+                if info.alias is not None:
+                    types[info.alias] = info.annotation
+            plan = [(name, info.alias, info.is_required()) for name, info in tp.model_fields.items()]
+            return _MODEL, (types, plan)
+        if dataclasses.is_dataclass(tp):
+            return _DATACLASS, None
+        if typing.is_typeddict(tp):
+            return _KEYED, (_hints(tp), True, None)
+    if origin is not None and isinstance(origin, type):
+        type_args = typing.get_args(tp)
+        if issubclass(origin, Mapping):
+            return _KEYED, (None, False, type_args[1] if len(type_args) == 2 else Any)
+        if origin in (list, Sequence):
+            return _LIST, type_args[0] if type_args else Any
+    return _LEAF, None
 
 
 def _cache(frame: Frame, tp: Any, kind: Any) -> Any:
@@ -521,7 +558,6 @@ def _materialize(node: Any) -> Any:
 
 
 _HINTS: dict[Any, dict[str, Any]] = {}
-_MODEL_KEYS: dict[Any, dict[str, tuple[str, Any]]] = {}
 
 
 def _hints(tp: Any) -> dict[str, Any]:
@@ -533,18 +569,6 @@ def _hints(tp: Any) -> dict[str, Any]:
 
 def _field_names(tp: Any) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(tp))
-
-
-def _model_keys(tp: type[BaseModel]) -> dict[str, tuple[str, Any]]:
-    """JSON key -> (field name, annotation), aliases first, as ``_build_model`` looks them up."""
-    found = _MODEL_KEYS.get(tp)
-    if found is None:
-        found = {name: (name, info.annotation) for name, info in tp.model_fields.items()}
-        for name, info in tp.model_fields.items():
-            if info.alias is not None:
-                found[info.alias] = (name, info.annotation)
-        _MODEL_KEYS[tp] = found
-    return found
 
 
 def _equal(a: Any, b: Any) -> bool:
