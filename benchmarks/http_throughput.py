@@ -166,11 +166,88 @@ async def main_async(scale: float) -> None:
         proc.wait(timeout=10)
 
 
+THREAD_LEVELS = {1: 400, 16: 1600, 64: 2048}
+
+
+def run_threads(call: Callable[[], object], threads: int, total: int) -> Result:
+    """``total`` sync calls spread over ``threads`` threads."""
+    import threading
+
+    latencies: list[float] = []
+    lock = threading.Lock()
+    remaining = [total]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if remaining[0] <= 0:
+                    return
+                remaining[0] -= 1
+            started = time.perf_counter()
+            call()
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+
+    started = time.perf_counter()
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return Result(len(latencies) / elapsed, statistics.median(latencies) * 1000, p99 * 1000)
+
+
+def main_threads(scale: float) -> None:
+    """The sync face from threads: one shared model (one pooled ``httpx.Client``) vs the sync SDK."""
+    import openai
+
+    proc, base_url = start_server()
+    prompt = Prompt("Hello")
+    messages = [{"role": "user", "content": "Hello"}]
+    try:
+        ours = OpenAIChatModel("gpt-test", api_key="sk-bench", base_url=base_url, timeout=60.0)
+        sdk = openai.OpenAI(api_key="sk-bench", base_url=base_url, timeout=60.0)
+        clients: dict[str, Callable[[], object]] = {
+            "chatclient": lambda: ours.call(prompt),
+            "openai": lambda: sdk.chat.completions.create(model="gpt-test", messages=messages),  # type: ignore[arg-type]
+        }
+        for fn in clients.values():
+            run_threads(fn, 4, 200)
+        print("\nsync calls from threads (one shared model / SDK client)")
+        header = f"{'threads':>11} | {'client':<11} | {'req/s':>8} | {'p50 ms':>8} | {'p99 ms':>8}"
+        print(header)
+        print("-" * len(header))
+        for threads, total in THREAD_LEVELS.items():
+            n = max(threads, int(total * scale))
+            best: dict[str, Result] = {}
+            for _ in range(ROUNDS):
+                for name, fn in clients.items():
+                    r = run_threads(fn, threads, n)
+                    if name not in best or r.rps > best[name].rps:
+                        best[name] = r
+            for name in clients:
+                r = best[name]
+                print(f"{threads:>11} | {name:<11} | {r.rps:>8.0f} | {r.p50_ms:>8.2f} | {r.p99_ms:>8.2f}")
+            print(f"{'':>11} | chatclient: {best['chatclient'].rps / best['openai'].rps:.2f}x the SDK")
+        ours.close()
+        sdk.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="chatclient vs openai SDK async HTTP throughput")
     parser.add_argument("--requests-scale", type=float, default=1.0, help="scale the number of requests per level")
+    parser.add_argument("--threads", action="store_true", help="only the sync-from-threads comparison")
     args = parser.parse_args()
-    asyncio.run(main_async(args.requests_scale))
+    if not args.threads:
+        asyncio.run(main_async(args.requests_scale))
+    main_threads(args.requests_scale)
 
 
 if __name__ == "__main__":
