@@ -1,0 +1,369 @@
+"""``serve()``: expose ``@tool`` functions, documents and prompt functions as an MCP server.
+
+Tools keep the schemas they give to models (the same ``ToolDefinition``), so a client sees
+exactly what a local model would; ``ToolContext`` parameters stay hidden and receive an empty
+context. A ``ChatClient`` in ``tools`` becomes an ``ask`` tool (see ``chat_client_tool``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from chatclient.errors import ToolError
+from chatclient.mcp._sdk import MCPError, types
+from chatclient.messages import AssistantMessage, Message, UserMessage
+from chatclient.tools.callback import FunctionToolCallback, ToolCallback
+from chatclient.tools.context import ToolContext
+from chatclient.tools.decorator import resolve_tools
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+
+    from chatclient.client import ChatClient
+    from chatclient.rag.documents import Document
+
+PromptFunction = Callable[..., "str | Sequence[Message]"]
+
+
+def chat_client_tool(
+    chat_client: ChatClient,
+    *,
+    name: str = "ask",
+    description: str = "Ask a question; an assistant answers it in plain text.",
+) -> FunctionToolCallback:
+    """A ``ChatClient`` as a tool taking one ``question`` (e.g. "ask the documentation" backed by a QA advisor).
+
+    >>> from chatclient import ChatClient
+    >>> from chatclient.testing import ScriptedChatModel
+    >>> ask = chat_client_tool(ChatClient.create(ScriptedChatModel(["42"])), name="ask_docs")
+    >>> ask.call('{"question": "answer?"}')
+    '42'
+    """
+
+    async def ask(question: str) -> str:
+        answer = await chat_client.prompt(question).acall().content()
+        return answer or ""
+
+    ask.__doc__ = f"""{description}
+
+    Args:
+        question: The question, in plain words.
+    """
+    return FunctionToolCallback(ask, name=name, description=description)
+
+
+def _tool_callbacks(tools: Sequence[Any]) -> list[ToolCallback]:
+    from chatclient.client import ChatClient
+
+    items = [chat_client_tool(t) if isinstance(t, ChatClient) else t for t in tools]
+    return resolve_tools(items)
+
+
+def _split_resources(
+    resources: Mapping[str, Any] | Sequence[Document],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    from chatclient.rag.documents import Document
+
+    fixed: dict[str, Any] = {}
+    templated: dict[str, Any] = {}
+    if isinstance(resources, Mapping):
+        entries = list(resources.items())
+    else:
+        entries = []
+        for doc in resources:
+            if not isinstance(doc, Document):
+                raise TypeError(f"resources takes Documents or a mapping of URI to content, not {type(doc).__name__}")
+            entries.append((str(doc.metadata.get("uri") or f"doc://{doc.id}"), doc))
+    for uri, source in entries:
+        if not isinstance(uri, str) or "://" not in uri:
+            raise ValueError(f"resource URI {uri!r} needs a scheme, e.g. 'notes://{uri}'")
+        if "{" in uri:
+            if not callable(source):
+                raise TypeError(f"templated resource {uri!r} needs a function taking the template's values")
+            templated[uri] = source
+        else:
+            fixed[uri] = source
+    return fixed, templated
+
+
+def _description(obj: Any) -> str | None:
+    doc = inspect.getdoc(obj)
+    return doc.strip().split("\n\n")[0] if doc else None
+
+
+async def _resolve_content(source: Any, values: Mapping[str, Any]) -> str:
+    from chatclient.rag.documents import Document
+
+    if isinstance(source, Document):
+        return source.text
+    if isinstance(source, str):
+        return source
+    result = source(**values)
+    if inspect.isawaitable(result):
+        result = await result
+    if isinstance(result, Document):
+        return result.text
+    if not isinstance(result, str):
+        raise TypeError(f"a resource function returned {type(result).__name__}, not str")
+    return result
+
+
+def _prompt_arguments(fn: Callable[..., Any]) -> list[types.PromptArgument]:
+    arguments = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        arguments.append(types.PromptArgument(name=param.name, required=param.default is param.empty))
+    return arguments
+
+
+def _prompt_messages(result: Any) -> list[types.PromptMessage]:
+    if isinstance(result, str):
+        return [types.PromptMessage(role="user", content=types.TextContent(text=result))]
+    messages = []
+    for message in result:
+        if isinstance(message, AssistantMessage):
+            role: Literal["user", "assistant"] = "assistant"
+        elif isinstance(message, (UserMessage,)) or hasattr(message, "text"):
+            role = "user"  # MCP prompts have no system role: instructions travel as user text
+        else:
+            raise TypeError(f"a prompt function returned {type(message).__name__} in its messages")
+        messages.append(types.PromptMessage(role=role, content=types.TextContent(text=message.text or "")))
+    return messages
+
+
+def build_server(
+    tools: Sequence[Any] = (),
+    resources: Mapping[str, Any] | Sequence[Document] = (),
+    prompts: Mapping[str, PromptFunction] | Sequence[PromptFunction] = (),
+    *,
+    name: str = "chatclient",
+    instructions: str | None = None,
+) -> Server[Any]:
+    """The SDK's low-level ``Server`` with handlers for the given tools, resources and prompts (not started).
+
+    ``tools``: ``@tool`` functions (sync or async), objects with ``@tool`` methods, ``ToolCallback``s,
+    ``ChatClient``s. ``resources``: ``Document``s (URI ``metadata["uri"]`` or ``doc://<id>``), or a
+    mapping of URI to text, ``Document`` or function; a URI with ``{name}`` parts is a template whose
+    function receives the values. ``prompts``: functions (name = function name) or a mapping of
+    name to function; parameters are the prompt's arguments (required when they have no default),
+    the result a string (one user message) or a list of messages.
+    """
+    from mcp.server.lowlevel.server import Server
+    from mcp.shared.uri_template import UriTemplate
+
+    callbacks = {cb.definition.name: cb for cb in _tool_callbacks(tools)}
+    fixed, templated = _split_resources(resources)
+    matchers = [(UriTemplate.parse(uri), uri, fn) for uri, fn in templated.items()]
+    prompt_fns = dict(prompts) if isinstance(prompts, Mapping) else {getattr(fn, "__name__", ""): fn for fn in prompts}
+    for key, fn in prompt_fns.items():
+        if not key or not callable(fn):
+            raise TypeError(f"prompts takes named functions, got {fn!r}")
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=cb.definition.name,
+                    description=cb.definition.description,
+                    input_schema=dict(cb.definition.input_schema),
+                )
+                for cb in callbacks.values()
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        cb = callbacks.get(params.name)
+        if cb is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; available: {', '.join(callbacks)}")
+        arguments = json.dumps(params.arguments or {})
+        limit = getattr(cb, "timeout", None)  # @tool(timeout=...) holds here too
+        try:
+            if isinstance(limit, (int, float)) and limit > 0:
+                text = await asyncio.wait_for(cb.acall(arguments, ToolContext({})), limit)
+            else:
+                text = await cb.acall(arguments, ToolContext({}))
+        except TimeoutError:
+            message = f"tool {params.name!r} did not finish within its timeout of {limit} s"
+            return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+        except ToolError as exc:
+            return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+        return types.CallToolResult(content=[types.TextContent(text=text)])
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        listed = []
+        for uri, source in fixed.items():
+            title = getattr(source, "metadata", {}).get("title") if not isinstance(source, str) else None
+            listed.append(
+                types.Resource(
+                    uri=uri,
+                    name=str(title or uri),
+                    mime_type="text/plain",
+                    description=_description(source) if callable(source) else None,
+                )
+            )
+        return types.ListResourcesResult(resources=listed)
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=uri, name=getattr(fn, "__name__", uri), description=_description(fn)
+                )
+                for _, uri, fn in matchers
+            ]
+        )
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if uri in fixed:
+            text = await _resolve_content(fixed[uri], {})
+        else:
+            for template, _, fn in matchers:
+                values = template.match(uri)
+                if values is not None:
+                    text = await _resolve_content(fn, values)
+                    break
+            else:
+                raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}")
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+        )
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(name=key, description=_description(fn), arguments=_prompt_arguments(fn))
+                for key, fn in prompt_fns.items()
+            ]
+        )
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        fn = prompt_fns.get(params.name)
+        if fn is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
+        declared = {a.name for a in _prompt_arguments(fn)}
+        given = dict(params.arguments or {})
+        missing = [a.name for a in _prompt_arguments(fn) if a.required and a.name not in given]
+        if missing or set(given) - declared:
+            raise MCPError(types.INVALID_PARAMS, f"prompt {params.name!r} takes {', '.join(declared) or 'nothing'}")
+        result = fn(**given)
+        if inspect.isawaitable(result):
+            result = await result
+        return types.GetPromptResult(description=_description(fn), messages=_prompt_messages(result))
+
+    handlers: dict[str, Any] = {}
+    if callbacks:
+        handlers.update(on_list_tools=list_tools, on_call_tool=call_tool)
+    if fixed or matchers:
+        handlers.update(
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+        )
+    if prompt_fns:
+        handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    return Server(name, instructions=instructions, **handlers)
+
+
+async def aserve(
+    tools: Sequence[Any] = (),
+    resources: Mapping[str, Any] | Sequence[Document] = (),
+    prompts: Mapping[str, PromptFunction] | Sequence[PromptFunction] = (),
+    *,
+    name: str = "chatclient",
+    transport: Literal["stdio", "http", "sse"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    instructions: str | None = None,
+) -> None:
+    """Async twin of ``serve``: runs until stdin closes (stdio) or the task is cancelled (http)."""
+    server = build_server(tools, resources, prompts, name=name, instructions=instructions)
+    if transport == "stdio":
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    elif transport in ("http", "sse"):
+        import uvicorn
+
+        app = (
+            server.streamable_http_app(streamable_http_path=path, host=host)
+            if transport == "http"
+            else _sse_app(server)
+        )
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        await uvicorn.Server(config).serve()
+    else:
+        raise ValueError(f"transport must be 'stdio', 'http' or 'sse', got {transport!r}")
+
+
+def _sse_app(server: Server[Any]) -> Any:
+    """The older HTTP+SSE transport: ``GET /sse`` opens the stream, ``POST /messages/`` carries requests."""
+    from mcp.server.sse import SseServerTransport
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Mount, Route
+
+    sse = SseServerTransport("/messages/")
+
+    async def handle_sse(request: Request) -> Response:
+        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return Response()
+
+    return Starlette(
+        routes=[Route("/sse", handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)]
+    )
+
+
+def serve(
+    tools: Sequence[Any] = (),
+    resources: Mapping[str, Any] | Sequence[Document] = (),
+    prompts: Mapping[str, PromptFunction] | Sequence[PromptFunction] = (),
+    *,
+    name: str = "chatclient",
+    transport: Literal["stdio", "http", "sse"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    instructions: str | None = None,
+) -> None:
+    """Serve tools, resources and prompts over MCP, blocking until the client goes away (stdio) or Ctrl-C (http).
+
+    ``transport="stdio"`` is what editors and ``McpClient.stdio`` start as a subprocess (keep
+    ``print`` off stdout: it carries the protocol); ``"http"`` serves streamable HTTP at
+    ``http://host:port/path`` (loopback only by default, with DNS-rebinding protection); ``"sse"``
+    serves the older HTTP+SSE transport at ``http://host:port/sse`` for clients that need it.
+
+    >>> from chatclient.tools import tool
+    >>> @tool
+    ... def add(a: int, b: int) -> int:
+    ...     '''Add two integers.'''
+    ...     return a + b
+    >>> serve([add], name="calculator")  # doctest: +SKIP
+    """
+    import anyio
+
+    anyio.run(
+        lambda: aserve(
+            tools,
+            resources,
+            prompts,
+            name=name,
+            transport=transport,
+            host=host,
+            port=port,
+            path=path,
+            instructions=instructions,
+        )
+    )
+
+
+__all__ = ["aserve", "build_server", "chat_client_tool", "serve"]
