@@ -171,8 +171,9 @@ def _check_seconds(value: float | None, what: str, *, allow_none: bool) -> float
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def _slug(text: str) -> str:
-    return _NAME.sub("_", text).strip("_")[:32] or "server"
+def _slug(text: str, limit: int = 32) -> str:
+    """``text`` as a name part of ``A-Za-z0-9_-`` (server names in tool prefixes and logs)."""
+    return _NAME.sub("_", text).strip("_-")[:limit] or "server"
 
 
 class McpClient:

@@ -19,7 +19,7 @@ from typing import Any
 from chatclient import jsonsafe
 from chatclient.errors import ToolExecutionError
 from chatclient.mcp._sdk import types
-from chatclient.mcp.client import McpClient, decode_blob
+from chatclient.mcp.client import McpClient, _slug, decode_blob
 from chatclient.messages import Media
 from chatclient.prompt import ToolDefinition
 from chatclient.tools.callback import ToolArgumentsError, ToolCallback
@@ -367,7 +367,7 @@ class McpToolProvider:
 
 
 def _server_slug(client: McpClient) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", client.name).strip("_-")[:24] or "server"
+    return _slug(client.name, 24)
 
 
 __all__ = [
