@@ -1,0 +1,160 @@
+"""``python -m chatclient eval``: run a dataset from the command line and write the reports.
+
+    python -m chatclient eval cases.jsonl --client myapp.bot:make_client --out eval-out \\
+        --baseline eval-out/previous.json --fail-on-regression
+
+``--client`` names a factory (``module:function``, called with no arguments) that returns a
+``ChatClient`` or a callable taking a case's input; ``--evaluators`` names one returning a list of
+evaluators; ``--judge`` one returning a judge model or client, which adds the answer-correctness
+evaluator for cases that have a reference. The table goes to stdout, progress to stderr (a bar on a
+terminal, one line per case otherwise), and ``report.json`` / ``report.html`` to ``--out``. Exit
+status: 0, or 1 when ``--fail-under`` or ``--fail-on-regression`` is not met, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from chatclient.errors import ChatClientError
+
+
+def load_object(spec: str) -> Any:
+    """The object named by ``module:attribute`` (the current directory is importable)."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{spec!r} is not in the form module:function (for example myapp.bot:make_client)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r} for {spec!r}: {exc}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise ValueError(f"{module_name!r} has no attribute {attribute!r} (from {spec!r})")
+        value = getattr(value, part)
+    return value
+
+
+def _made(spec: str) -> Any:
+    value = load_object(spec)
+    from chatclient.client import ChatClient
+
+    if isinstance(value, ChatClient):
+        return value
+    return value() if callable(value) and not hasattr(value, "evaluate") else value
+
+
+class Progress:
+    """A progress bar on a terminal; one plain line per finished case elsewhere (CI logs)."""
+
+    def __init__(self, stream: TextIO, *, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.passed = 0
+
+    def __call__(self, done: int, total: int, case: Any) -> None:
+        self.passed += int(case.passed)
+        if self.tty:
+            filled = int(self.width * done / total) if total else self.width
+            bar = "#" * filled + "." * (self.width - filled)
+            self.stream.write(f"\r[{bar}] {done}/{total} cases, {self.passed} passed")
+            if done == total:
+                self.stream.write("\n")
+        else:
+            status = "PASS" if case.passed else ("ERROR" if case.error else "FAIL")
+            self.stream.write(f"[{done}/{total}] {case.id} {status} score={case.score:.2f} {case.latency:.2f}s\n")
+        self.stream.flush()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m chatclient``."""
+    parser = argparse.ArgumentParser(prog="python -m chatclient", description="chatclient command line tools")
+    commands = parser.add_subparsers(dest="command", required=True)
+    ev = commands.add_parser("eval", help="run an evaluation dataset and write reports")
+    ev.add_argument("dataset", help="a .jsonl, .json or .yaml file of cases {id, input, expected}")
+    ev.add_argument("--client", required=True, help="module:factory returning a ChatClient or a callable")
+    ev.add_argument("--evaluators", help="module:factory returning a list of evaluators")
+    ev.add_argument("--judge", help="module:factory returning a judge model/client (adds answer correctness)")
+    ev.add_argument("--baseline", help="a report.json of an earlier run to compare with")
+    ev.add_argument("--out", help="directory for report.json and report.html")
+    ev.add_argument("--name", help="a name for this run (default: the dataset's file name)")
+    ev.add_argument("--concurrency", type=int, default=4, help="cases run at the same time (default 4)")
+    ev.add_argument("--fail-under", type=float, help="exit 1 when the pass rate (0-1) is below this")
+    ev.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a case got worse than the baseline")
+    return parser
+
+
+def run_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run the ``eval`` command; returns the exit status."""
+    from chatclient.evaluation.report import render_html, render_table
+    from chatclient.evaluation.runner import EvalReport, run_evaluation
+
+    target = _made(args.client)
+    evaluators = list(_made(args.evaluators)) if args.evaluators else []
+    if args.judge:
+        from chatclient.evaluation.judges import AnswerCorrectnessEvaluator
+
+        evaluators.append(_ReferenceOnly(AnswerCorrectnessEvaluator(_made(args.judge))))
+    baseline = EvalReport.load(args.baseline) if args.baseline else None
+    report = run_evaluation(
+        target, args.dataset, evaluators, concurrency=args.concurrency, name=args.name, progress=Progress(err)
+    )
+    out.write(render_table(report, baseline=baseline) + "\n")
+    if args.out:
+        directory = Path(args.out)
+        json_path = report.save(directory / "report.json")
+        html_path = directory / "report.html"
+        html_path.write_text(render_html(report, baseline=baseline), encoding="utf-8")
+        out.write(f"wrote {json_path} and {html_path}\n")
+    status = 0
+    if args.fail_under is not None and report.pass_rate < args.fail_under:
+        err.write(f"pass rate {report.pass_rate:.0%} is below --fail-under {args.fail_under:.0%}\n")
+        status = 1
+    if args.fail_on_regression and baseline is not None:
+        worse = report.compare(baseline).worse
+        if worse:
+            err.write(f"{len(worse)} case(s) got worse than the baseline: {', '.join(c.id for c in worse[:20])}\n")
+            status = 1
+    return status
+
+
+class _ReferenceOnly:
+    """Runs a reference-needing evaluator only on cases that have a reference."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def evaluate(self, response_or_request: Any, **parts: Any) -> Any:
+        from chatclient.evaluation.base import to_request
+
+        request = to_request(response_or_request, **parts)
+        if not isinstance(request.reference, str):
+            return None  # no reference answer: the runner leaves this evaluator out of the case
+        return self.inner.evaluate(request)
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Entry point of ``python -m chatclient``; returns the exit status."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "eval":
+            return run_eval(args, out, err)
+    except (ValueError, TypeError, ChatClientError) as exc:
+        err.write(f"error: {exc}\n")
+        return 2
+    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+__all__ = ["Progress", "build_parser", "load_object", "main"]
