@@ -25,6 +25,7 @@ from chatclient.tools.callback import (
     FunctionToolCallback,
     ToolArgumentsError,
     ToolCallback,
+    ToolCallbackProvider,
     ToolResultConversionError,
     ToolTimeoutError,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCallAdvisor",
     "ToolCallback",
+    "ToolCallbackProvider",
     "ToolCallingManager",
     "ToolContext",
     "ToolDefinition",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from typing import Any
 
 from chatclient.advisor import (
     HIGHEST_PRECEDENCE,
@@ -21,6 +22,7 @@ from chatclient.advisor import (
     StreamAdvisor,
 )
 from chatclient.errors import ToolLoopLimitError
+from chatclient.events import ToolCallFinished, ToolCallStarted, flush_marker
 from chatclient.messages import AssistantMessage, Message, SystemMessage
 from chatclient.models.base import (
     ChatResponse,
@@ -31,6 +33,9 @@ from chatclient.models.base import (
     Usage,
 )
 from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys, apply_screens, screens_of
+from chatclient.tools.decorator import _check_unique as check_unique_tools
+from chatclient.tools.decorator import refresh_provided_tools
+from chatclient.tools.guards import ToolLoopGuard
 from chatclient.tools.manager import ToolCallingManager, ToolExecutionResult
 from chatclient.tools.results import ToolExecution
 
@@ -42,7 +47,18 @@ _UNFORCED = (None, "auto", "none")
 class _Loop:
     """The state of one request's tool loop (advisors are shared, so state never lives on them)."""
 
-    __slots__ = ("active", "advisor", "exchange", "executions", "messages", "request", "turns", "usage")
+    __slots__ = (
+        "active",
+        "advisor",
+        "exchange",
+        "executions",
+        "guard",
+        "messages",
+        "request",
+        "turns",
+        "updates",
+        "usage",
+    )
 
     def __init__(self, advisor: ToolCallAdvisor, request: ChatClientRequest) -> None:
         self.advisor = advisor
@@ -50,13 +66,18 @@ class _Loop:
         self.messages: tuple[Message, ...] = request.prompt.messages
         self.exchange: list[Message] = []
         self.executions: list[ToolExecution] = []
+        self.updates: dict[str, Any] = {}  # what tools wrote with ToolContext.set
         self.usage = Usage()
         self.turns = 0
         # Without tools in the request (an explicitly added advisor, a user-handled call) any tool
         # calls are returned to the caller untouched.
         self.active = bool(request.context.get(ContextKeys.TOOL_CALLBACKS))
+        self.guard = advisor.loop_guard.start() if advisor.loop_guard is not None and self.active else None
 
     def next_request(self) -> ChatClientRequest:
+        if self.turns:
+            # Tool providers (MCP servers) may have changed their tools during the last turn.
+            self.request = refresh_provided_tools(self.request)
         prompt = self.request.prompt
         if self.turns:
             options = prompt.options
@@ -80,10 +101,19 @@ class _Loop:
                 f"the model asked for tools in more than max_iterations={limit} consecutive turns "
                 f"(last requested: {', '.join(names)}); raise max_iterations or check the tools' answers"
             )
+        if self.guard is not None:
+            self.guard.check(response)  # raises before a call over a repeat/cap limit runs
         return True
 
     def apply(self, request: ChatClientRequest, result: ToolExecutionResult) -> bool:
         """Record the exchange and prepare the next messages; True when the results go straight back."""
+        if self.guard is not None:
+            result = self.guard.annotate(result)
+        if result.context_updates:
+            # Tools wrote to the request context: later turns, inner advisors and the response see it.
+            self.updates.update(result.context_updates)
+            tool_context = {**(self.request.context.get(ContextKeys.TOOL_CONTEXT) or {}), **result.context_updates}
+            self.request = self.request.mutate(context={**result.context_updates, ContextKeys.TOOL_CONTEXT: tool_context})
         self.exchange.extend((result.assistant_message, result.tool_response_message))
         self.executions.extend(result.executions)
         if self.advisor.conversation_history:
@@ -102,6 +132,7 @@ class _Loop:
         return response.mutate(
             chat_response=cr,
             context={
+                **self.updates,
                 ContextKeys.TOOL_EXCHANGE: tuple(self.exchange),
                 ContextKeys.TOOL_EXECUTIONS: tuple(self.executions),
             },
@@ -119,6 +150,48 @@ class _Loop:
             return self.finish(response, answer)
         replacement, by = refused
         return self.finish(response.mutate(context={ContextKeys.REFUSED: by}), replacement)
+
+
+def _with_advisor_tools(request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:
+    """The request plus the tools that advisors inside the loop contribute (``loop_tools``).
+
+    An inner advisor with a ``loop_tools(callbacks) -> Sequence[ToolCallback]`` method (for
+    example ``ToolSearchAdvisor``'s search tool) adds tools the manager can run, built for this
+    request's tools; they are offered only when the request has tools.
+    """
+    callbacks = tuple(request.context.get(ContextKeys.TOOL_CALLBACKS) or ())
+    if not callbacks:
+        return request
+    extra: list[Any] = []
+    for advisor in chain.remaining:
+        contribute = getattr(advisor, "loop_tools", None)
+        if callable(contribute):
+            extra.extend(contribute(callbacks))
+    if not extra:
+        return request
+    merged = (*callbacks, *extra)
+    check_unique_tools(merged)
+    return request.mutate(
+        prompt=request.prompt.copy(tools=tuple(cb.definition for cb in merged)),
+        context={ContextKeys.TOOL_CALLBACKS: merged},
+    )
+
+
+def _started(request: ChatClientRequest, response: ChatResponse) -> None:
+    """Emit ``ToolCallStarted`` for each tool call the model asked for (nothing when nobody listens)."""
+    if request.context.get(ContextKeys.EVENTS) is None:
+        return
+    for generation in response.generations:
+        for call in generation.output.tool_calls:
+            request.emit(ToolCallStarted(call.id, call.name, call.arguments))
+
+
+def _finished(request: ChatClientRequest, result: ToolExecutionResult) -> None:
+    """Emit ``ToolCallFinished`` for each tool call the manager ran."""
+    if request.context.get(ContextKeys.EVENTS) is None:
+        return
+    for e in result.executions:
+        request.emit(ToolCallFinished(e.id, e.name, e.result, e.is_error, e.duration))
 
 
 def _strip_finish(response: ChatClientResponse) -> ChatClientResponse:
@@ -145,6 +218,8 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
     final response's usage is the sum over all turns. A forcing ``tool_choice`` ("required", a
     named tool) applies to the first turn only. A return-direct answer passes the response screens
     (``ContextKeys.RESPONSE_SCREENS``) of the advisors it bypassed, e.g. ``SafeGuardAdvisor(check_response=True)``.
+    ``loop_guard=ToolLoopGuard(max_repeats=3, max_calls_per_tool=...)`` hints, then stops the loop with
+    ``ToolLoopRepeatError``, when the model repeats an identical call or goes over a tool's cap.
     """
 
     def __init__(
@@ -155,6 +230,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
         max_iterations: int = 20,
         stream_tool_call_responses: bool = False,
         order: int = TOOL_CALL_ORDER,
+        loop_guard: ToolLoopGuard | None = None,
     ) -> None:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be an integer >= 1")
@@ -165,11 +241,12 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
         self.max_iterations = max_iterations
         self.stream_tool_call_responses = stream_tool_call_responses
         self.order = order
+        self.loop_guard = loop_guard
 
     # -- call -------------------------------------------------------------------------------------
 
     def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
-        loop = _Loop(self, request)
+        loop = _Loop(self, _with_advisor_tools(request, chain))
         while True:
             processed = loop.next_request()
             response = chain.copy(self).next_call(processed)
@@ -177,12 +254,14 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
             if not loop.count(cr):
                 return loop.finish(response)
             assert cr is not None
+            _started(processed, cr)
             result = self.tool_calling_manager.execute(processed.prompt, cr, processed.context)
+            _finished(processed, result)
             if loop.apply(processed, result):
                 return loop.direct(response, result.to_chat_response(cr))
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
-        loop = _Loop(self, request)
+        loop = _Loop(self, _with_advisor_tools(request, chain))
         while True:
             processed = loop.next_request()
             response = await chain.copy(self).next_acall(processed)
@@ -190,7 +269,9 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
             if not loop.count(cr):
                 return loop.finish(response)
             assert cr is not None
+            _started(processed, cr)
             result = await self.tool_calling_manager.aexecute(processed.prompt, cr, processed.context)
+            _finished(processed, result)
             if loop.apply(processed, result):
                 return loop.direct(response, result.to_chat_response(cr))
 
@@ -223,7 +304,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
         return [], False
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
-        loop = _Loop(self, request)
+        loop = _Loop(self, _with_advisor_tools(request, chain))
         while True:
             processed = loop.next_request()
             aggregator = ResponseAggregator()
@@ -241,7 +322,12 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
             yield from out
             if done:
                 return
+            _started(processed, aggregate)
+            marker = flush_marker(processed)
+            if marker is not None:
+                yield marker  # the consumer sees ToolCallStarted while the tools run
             result = self.tool_calling_manager.execute(processed.prompt, aggregate, processed.context)
+            _finished(processed, result)
             if loop.apply(processed, result):
                 yield loop.direct(
                     last or ChatClientResponse(None, processed.context), result.to_chat_response(aggregate)
@@ -251,7 +337,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        loop = _Loop(self, request)
+        loop = _Loop(self, _with_advisor_tools(request, chain))
         while True:
             processed = loop.next_request()
             aggregator = ResponseAggregator()
@@ -270,7 +356,12 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
                 yield item
             if done:
                 return
+            _started(processed, aggregate)
+            marker = flush_marker(processed)
+            if marker is not None:
+                yield marker
             result = await self.tool_calling_manager.aexecute(processed.prompt, aggregate, processed.context)
+            _finished(processed, result)
             if loop.apply(processed, result):
                 yield loop.direct(
                     last or ChatClientResponse(None, processed.context), result.to_chat_response(aggregate)

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from chatclient.errors import ToolExecutionError
@@ -123,6 +123,8 @@ class FunctionToolCallback:
         return_direct: bool = False,
         result_converter: ToolResultConverter | Callable[[Any], str] | None = None,
         timeout: float | None = None,
+        return_direct_if_last: bool = False,
+        requires_approval: bool = False,
         _binder: SignatureInput | TypeInput | None = None,
     ) -> None:
         if fn is None or not callable(fn):
@@ -139,6 +141,10 @@ class FunctionToolCallback:
             self._binder = SignatureInput(fn, tool_name)
         self._definition = ToolDefinition(tool_name, describe(fn, description, tool_name), self._binder.json_schema)
         self._return_direct = bool(return_direct)
+        self.return_direct_if_last = bool(return_direct_if_last)
+        """Answer with this tool's result when it is the last call of the turn (``IMMEDIATE_IF_LAST``)."""
+        self.requires_approval = bool(requires_approval)
+        """``ToolApprovalAdvisor`` asks for a decision before each call of this tool."""
         self._convert = result_converter or default_result_converter
 
     @property
@@ -233,3 +239,33 @@ def is_tool_callback(obj: Any) -> bool:
     """Duck-typed check: a definition with a name, and a ``call`` method."""
     definition = getattr(obj, "definition", None)
     return isinstance(getattr(definition, "name", None), str) and callable(getattr(obj, "call", None))
+
+
+@runtime_checkable
+class ToolCallbackProvider(Protocol):
+    """A source of tools whose list may change while it is in use (an MCP server, a plugin registry).
+
+    Pass the provider itself to ``.tools(...)`` / ``.default_tools(...)``: the client asks it for its
+    tools when each request is built, and the tool loop asks again between model turns, so tools a
+    server adds or removes mid-conversation reach the next turn. ``tool_callbacks`` is called on the
+    request's thread (inside an event loop in async code), so it must answer from memory without
+    blocking; return the same callback objects while nothing changed (the loop compares them by
+    identity to skip rebuilding the request).
+
+    If the method also accepts a ``reserved`` keyword, it receives the names already taken by the
+    request's other tools, so the provider can rename its clashing tools (``McpToolProvider`` adds
+    the server's name as a prefix); otherwise a clash fails the request with the duplicate names.
+    """
+
+    def tool_callbacks(self) -> Sequence[ToolCallback]:
+        """The provider's current tools."""
+        ...
+
+
+def is_tool_callback_provider(obj: Any) -> bool:
+    """Duck-typed check: an object (not a class) with a ``tool_callbacks`` method that is not itself a tool."""
+    return (
+        not isinstance(obj, type)
+        and callable(getattr(obj, "tool_callbacks", None))
+        and not is_tool_callback(obj)
+    )

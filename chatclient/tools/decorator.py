@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from chatclient.request import ChatClientRequest, ContextKeys
 from chatclient.tools.callback import (
     FunctionToolCallback,
     ToolCallback,
+    ToolCallbackProvider,
     check_timeout,
     check_tool_name,
     is_tool_callback,
+    is_tool_callback_provider,
 )
 from chatclient.tools.results import ToolResultConverter
 from chatclient.tools.schema import SignatureInput
@@ -32,6 +35,8 @@ class ToolSpec:
     binder: SignatureInput
     is_method: bool
     timeout: float | None = None
+    return_direct_if_last: bool = False
+    requires_approval: bool = False
 
 
 def _is_method_like(fn: Callable[..., Any]) -> bool:
@@ -55,6 +60,8 @@ def tool(
     return_direct: bool = False,
     result_converter: ToolResultConverter | Callable[[Any], str] | None = None,
     timeout: float | None = None,
+    return_direct_if_last: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -67,13 +74,18 @@ def tool(
     return_direct: bool = False,
     result_converter: ToolResultConverter | Callable[[Any], str] | None = None,
     timeout: float | None = None,
+    return_direct_if_last: bool = False,
+    requires_approval: bool = False,
 ) -> Any:
     """Mark a function or method as a tool the model may call; it stays callable as before.
 
     The input schema is built from the signature now, so an inexpressible parameter type fails
     here (``TypeError``), not in the middle of a conversation. ``timeout`` (seconds) bounds each
     call of this tool, overriding ``ToolCallingManager(timeout=...)``; a call that takes longer
-    becomes an error tool response (see ``ToolTimeoutError``).
+    becomes an error tool response (see ``ToolTimeoutError``). ``return_direct_if_last`` answers
+    with the tool's result without asking the model again when this tool is the last call of the
+    turn (LangChain4j's ``IMMEDIATE_IF_LAST``). ``requires_approval`` makes
+    ``ToolApprovalAdvisor`` ask for a decision before each call.
 
     >>> @tool
     ... def add(a: int, b: int) -> int:
@@ -92,7 +104,17 @@ def tool(
         tool_name = check_tool_name(name if name is not None else getattr(target, "__name__", None))
         is_method = isinstance(f, classmethod) or (not isinstance(f, staticmethod) and _is_method_like(target))
         binder = SignatureInput(target, tool_name, skip_first=is_method)
-        spec = ToolSpec(tool_name, description, return_direct, result_converter, binder, is_method, limit)
+        spec = ToolSpec(
+            tool_name,
+            description,
+            return_direct,
+            result_converter,
+            binder,
+            is_method,
+            limit,
+            return_direct_if_last=bool(return_direct_if_last),
+            requires_approval=bool(requires_approval),
+        )
         setattr(target, _MARK, spec)
         return f
 
@@ -115,6 +137,8 @@ def _callback(fn: Callable[..., Any], spec: ToolSpec) -> FunctionToolCallback:
         return_direct=spec.return_direct,
         result_converter=spec.result_converter,
         timeout=spec.timeout,
+        return_direct_if_last=spec.return_direct_if_last,
+        requires_approval=spec.requires_approval,
         _binder=spec.binder,
     )
 
@@ -152,7 +176,7 @@ def callbacks_from_object(obj: Any) -> list[FunctionToolCallback]:
     return callbacks
 
 
-def _resolve_one(item: Any, out: list[ToolCallback]) -> None:
+def _resolve_one(item: Any, out: list[ToolCallback], providers: list[ToolCallbackProvider]) -> None:
     if item is None:
         raise ValueError("tools cannot contain None")
     if is_tool_callback(item):
@@ -160,7 +184,10 @@ def _resolve_one(item: Any, out: list[ToolCallback]) -> None:
         return
     if isinstance(item, (list, tuple, set, frozenset)):
         for sub in item:
-            _resolve_one(sub, out)
+            _resolve_one(sub, out, providers)
+        return
+    if is_tool_callback_provider(item):
+        providers.append(item)  # asked for its tools once the directly given tools are known
         return
     spec = tool_spec(item)
     if spec is not None:
@@ -189,16 +216,88 @@ def _has_tool_methods(obj: Any) -> bool:
     return any(tool_spec(_raw_function(raw)) for klass in type(obj).__mro__ for raw in vars(klass).values())
 
 
-def resolve_tools(tools: Iterable[Any]) -> list[ToolCallback]:
-    """Turn ``@tool`` functions, objects with ``@tool`` methods and ``ToolCallback``s into callbacks.
+ProvidedTools = tuple[ToolCallbackProvider, tuple[ToolCallback, ...]]
+"""A provider and the callbacks it gave for one request (kept in ``ContextKeys.TOOL_PROVIDERS``)."""
 
-    Raises ``ValueError`` naming any tool name given more than once (models cannot tell them apart).
+
+def _provided(provider: ToolCallbackProvider, taken: set[str]) -> tuple[ToolCallback, ...]:
+    method = provider.tool_callbacks
+    try:
+        takes_reserved = "reserved" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        takes_reserved = False
+    callbacks = method(reserved=frozenset(taken)) if takes_reserved else method()  # type: ignore[call-arg]
+    out = tuple(callbacks)
+    for cb in out:
+        if not is_tool_callback(cb):
+            raise TypeError(f"{type(provider).__name__}.tool_callbacks() returned {cb!r}, which is not a ToolCallback")
+    return out
+
+
+def resolve_tool_sources(tools: Iterable[Any]) -> tuple[list[ToolCallback], tuple[ProvidedTools, ...]]:
+    """``resolve_tools``, plus each ``ToolCallbackProvider`` with the callbacks it gave.
+
+    Tools given directly come first and keep their names; providers are asked afterwards, in order,
+    with the names already taken (see ``ToolCallbackProvider``).
     """
     if tools is None:
         raise ValueError("tools cannot be None")
     out: list[ToolCallback] = []
+    providers: list[ToolCallbackProvider] = []
     for item in tools:
-        _resolve_one(item, out)
+        _resolve_one(item, out, providers)
+    taken = {cb.definition.name for cb in out}
+    sources: list[ProvidedTools] = []
+    for provider in providers:
+        given = _provided(provider, taken)
+        taken.update(cb.definition.name for cb in given)
+        sources.append((provider, given))
+        out.extend(given)
+    _check_unique(out)
+    return out, tuple(sources)
+
+
+def refresh_provided_tools(request: ChatClientRequest) -> ChatClientRequest:
+    """The request with its providers' current tools, or the same request when none changed.
+
+    The tool loop calls this between model turns, so a provider whose tools changed (an MCP
+    server's ``notifications/tools/list_changed``) offers the new list on the next turn; the
+    prompt's tool definitions and the callbacks the manager runs change together.
+    """
+    sources: tuple[ProvidedTools, ...] = tuple(request.context.get(ContextKeys.TOOL_PROVIDERS) or ())
+    if not sources:
+        return request
+    provided = {id(cb) for _, given in sources for cb in given}
+    direct = [cb for cb in request.context.get(ContextKeys.TOOL_CALLBACKS) or () if id(cb) not in provided]
+    taken = {cb.definition.name for cb in direct}
+    fresh: list[ProvidedTools] = []
+    changed = False
+    for provider, old in sources:
+        given = _provided(provider, taken)
+        taken.update(cb.definition.name for cb in given)
+        changed = changed or len(given) != len(old) or any(a is not b for a, b in zip(given, old, strict=False))
+        fresh.append((provider, given))
+    if not changed:
+        return request
+    callbacks = [*direct, *(cb for _, given in fresh for cb in given)]
+    _check_unique(callbacks)
+    prompt = request.prompt.copy(tools=tuple(cb.definition for cb in callbacks))
+    return request.mutate(
+        prompt=prompt,
+        context={ContextKeys.TOOL_CALLBACKS: tuple(callbacks), ContextKeys.TOOL_PROVIDERS: tuple(fresh)},
+    )
+
+
+def resolve_tools(tools: Iterable[Any]) -> list[ToolCallback]:
+    """Turn ``@tool`` functions, objects with ``@tool`` methods, ``ToolCallback``s and providers into callbacks.
+
+    A ``ToolCallbackProvider`` contributes its current tools. Raises ``ValueError`` naming any tool
+    name given more than once (models cannot tell them apart).
+    """
+    return resolve_tool_sources(tools)[0]
+
+
+def _check_unique(out: Sequence[ToolCallback]) -> None:
     seen: set[str] = set()
     duplicates: list[str] = []
     for cb in out:
@@ -211,4 +310,3 @@ def resolve_tools(tools: Iterable[Any]) -> list[ToolCallback]:
             f"duplicate tool name(s) in one request: {', '.join(duplicates)}; each tool needs a unique name "
             "(use @tool(name=...) or FunctionToolCallback(name=...))"
         )
-    return out

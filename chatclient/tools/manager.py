@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chatclient import observation
@@ -41,6 +41,8 @@ class ToolExecutionResult:
     conversation_history: tuple[Message, ...]
     return_direct: bool = False
     executions: tuple[ToolExecution, ...] = ()
+    context_updates: Mapping[str, Any] = field(default_factory=dict)
+    """What the turn's tools wrote with ``ToolContext.set`` (merged into the request context)."""
 
     @property
     def assistant_message(self) -> AssistantMessage:
@@ -157,14 +159,14 @@ class ToolCallingManager:
 
     def _finish(self, plan: _Plan, outcomes: Sequence[tuple[ToolResponse, float]]) -> ToolExecutionResult:
         responses = tuple(r for r, _ in outcomes)
-        direct = all(cb is not None and cb.return_direct for _, cb in plan.calls) and not any(
-            r.is_error for r in responses
-        )
+        direct = _immediate(plan.calls) and not any(r.is_error for r in responses)
         executions = tuple(
             ToolExecution(call.id, call.name, call.arguments, r.response_data, r.is_error, duration)
             for (call, _), (r, duration) in zip(plan.calls, outcomes, strict=True)
         )
-        return ToolExecutionResult((*plan.history, ToolResponseMessage(responses)), direct, executions)
+        return ToolExecutionResult(
+            (*plan.history, ToolResponseMessage(responses)), direct, executions, dict(plan.context.updates)
+        )
 
     def _on_error(self, call: ToolCall, exc: Exception) -> ToolResponse:
         if isinstance(exc, ToolResultConversionError):
@@ -196,6 +198,9 @@ class ToolCallingManager:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
         if call.metadata.get("partial"):
             return self._on_error(call, _cut_off(call))
+        denied = _denial(call)
+        if denied is not None:
+            return denied
         try:
             data = self._invoke(call, cb, plan)
         except Exception as exc:
@@ -275,6 +280,9 @@ class ToolCallingManager:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
         if call.metadata.get("partial"):
             return self._on_error(call, _cut_off(call))
+        denied = _denial(call)
+        if denied is not None:
+            return denied
         async with gate:
             try:
                 data = await self._ainvoke(call, cb, plan)
@@ -316,6 +324,27 @@ class ToolCallingManager:
                 raise outcome  # the first failure in the model's order, after every call finished
             finished.append(outcome)
         return self._finish(plan, finished)
+
+
+def _denial(call: ToolCall) -> ToolResponse | None:
+    """The response for a call a person denied (``ToolApprovalAdvisor`` marks it); the tool never runs."""
+    approval = call.metadata.get("approval")
+    if not isinstance(approval, Mapping) or approval.get("decision") != "deny":
+        return None
+    message = str(approval.get("message") or "a person denied this tool call")[:2000]
+    return ToolResponse(call.id, call.name, f"Denied: {message}", is_error=True)
+
+
+def _immediate(calls: Sequence[tuple[ToolCall, ToolCallback | None]]) -> bool:
+    """Whether a turn's results answer directly: every tool is direct (``return_direct`` or
+    ``return_direct_if_last``), or the last call's tool is ``return_direct_if_last`` (LangChain4j's
+    IMMEDIATE / IMMEDIATE_IF_LAST rule; errors are checked by the caller)."""
+    if not calls or any(cb is None for _, cb in calls):
+        return False
+    if_last = [bool(getattr(cb, "return_direct_if_last", False)) for _, cb in calls]
+    if if_last[-1]:
+        return True
+    return all(cb is not None and (cb.return_direct or il) for (_, cb), il in zip(calls, if_last, strict=True))
 
 
 def _native_async(cb: ToolCallback) -> bool:
