@@ -20,6 +20,14 @@ _WHERE = {
     "ToolCallAdvisor": "chatclient.tools",
     "StructuredOutputValidationAdvisor": "advisors.validation",
     "PromptCachingAdvisor": "advisors.prompt_caching",
+    "BudgetAdvisor": "advisors.budget",
+    "Budget": "advisors.budget",
+    "ToolApprovalAdvisor": "advisors.approval",
+    "ApprovalDecision": "advisors.approval",
+    "PendingToolCalls": "advisors.approval",
+    "ToolSearchAdvisor": "advisors.tool_search",
+    "InputGuardrailAdvisor": "advisors.guardrails",
+    "OutputGuardrailAdvisor": "advisors.guardrails",
 }
 
 __all__ = sorted(_WHERE)

@@ -23,6 +23,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from chatclient.advisor import DEFAULT_CHAT_MEMORY_ORDER, AdvisorChain, BaseAdvisor
+from chatclient.events import AdvisorEvent
 from chatclient.memory.base import DEFAULT_CONVERSATION_ID, ChatMemory
 from chatclient.messages import (
     AssistantMessage,
@@ -87,7 +88,19 @@ class _ChatMemoryAdvisor(BaseAdvisor):
     # -- shared steps --------------------------------------------------------------------------
 
     def _prepare(self, request: ChatClientRequest, conversation_id: str) -> tuple[ChatClientRequest, Message | None]:
-        augmented = self.augment(request, self.chat_memory.get(conversation_id))
+        history = self.chat_memory.get(conversation_id)
+        request.emit(
+            AdvisorEvent(
+                "memory.loaded",
+                {
+                    "advisor": self.name,
+                    "conversation_id": conversation_id,
+                    "messages": len(history),
+                    "message": f"loaded {len(history)} earlier messages",
+                },
+            )
+        )
+        augmented = self.augment(request, history)
         # The user's message as given: output-format instructions are appended later, by the
         # terminal advisor, so they never reach memory. It is stored with the answer, after the
         # call, so that a refused turn can be left out entirely.

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from chatclient.advisor import BaseAdvisor
+from chatclient.events import DocumentsRetrieved
 from chatclient.models.base import ChatResponse
 from chatclient.rag._llm import check_template, render
 from chatclient.rag.documents import join_texts
@@ -78,6 +79,7 @@ class QuestionAnswerAdvisor(BaseAdvisor):
         user_text = request.prompt.user_message.text
         text = render(self.template, {"query": user_text, "question_answer_context": join_texts(docs)})
         prompt = request.prompt.augment_user_message(lambda u: type(u)(text, media=u.media, metadata=u.metadata))
+        request.emit(DocumentsRetrieved(tuple(docs), self.name))
         return request.mutate(prompt=prompt, context={ContextKeys.RETRIEVED_DOCUMENTS: docs})
 
     def before(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisors.qa import with_context_metadata
 from chatclient.advisor import BaseAdvisor
+from chatclient.events import DocumentsRetrieved
 from chatclient.rag.augmenters import ContextualQueryAugmenter
 from chatclient.rag.joiners import ConcatenationDocumentJoiner
 from chatclient.rag.query import Query
@@ -101,7 +102,7 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
         else:
             with ThreadPoolExecutor(min(self.max_workers, len(queries)), thread_name_prefix="rag-retrieve") as pool:
                 results = list(pool.map(self.document_retriever.retrieve, queries))
-        return self._finish(request, original, self._group(queries, results))
+        return self._emit_documents(self._finish(request, original, self._group(queries, results)))
 
     async def abefore(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:
         original = self._original_query(request)
@@ -114,7 +115,12 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
             queries = [query]
         results = await asyncio.gather(*(aretrieve(self.document_retriever, q) for q in queries))
         # joiners and post-processors are CPU-light and user-supplied; run them in a thread in case they block
-        return await asyncio.to_thread(self._finish, request, original, self._group(queries, results))
+        finished = await asyncio.to_thread(self._finish, request, original, self._group(queries, results))
+        return self._emit_documents(finished)
+
+    def _emit_documents(self, request: ChatClientRequest) -> ChatClientRequest:
+        request.emit(DocumentsRetrieved(tuple(request.context.get(ContextKeys.DOCUMENT_CONTEXT) or ()), self.name))
+        return request
 
     def after(self, response: ChatClientResponse, chain: AdvisorChain) -> ChatClientResponse:
         return with_context_metadata(response, ContextKeys.DOCUMENT_CONTEXT)

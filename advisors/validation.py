@@ -23,12 +23,10 @@ attempt's chunks are replayed downstream.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from chatclient import jsonsafe
 from chatclient.advisor import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
@@ -39,6 +37,7 @@ from chatclient.advisor import (
     CallAdvisor,
     StreamAdvisor,
 )
+from chatclient.events import AdvisorEvent
 from chatclient.messages import UserMessage
 from chatclient.models.base import ChatResponse, ResponseAggregator, Usage
 from chatclient.request import ChatClientRequest, ChatClientResponse
@@ -46,9 +45,7 @@ from chatclient.request import ChatClientRequest, ChatClientResponse
 if TYPE_CHECKING:
     from chatclient.converters import EntityOutputConverter
 
-_FEEDBACK_PREFIX = "Your previous answer was rejected because its JSON did not match the required format: "
-_MAX_ERRORS = 10  # problems listed in the feedback line; more are summarised as a count
-_MAX_MESSAGE = 200  # characters kept of each problem's message
+_MAX_ERRORS = 10  # problems quoted in a retry event (the feedback line's own cap is in json_check)
 
 
 class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvisor):
@@ -74,72 +71,44 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
             raise ValueError("max_repeat_attempts must be greater than or equal to 0")
         if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
             raise ValueError("order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE")
-        from chatclient.converters import EntityOutputConverter, converter_for
+        from chatclient.converters.json_check import JsonOutputCheck
 
-        converter = converter_for(output_type)
-        if not isinstance(converter, EntityOutputConverter) or converter.json_schema is None:
-            if converter is output_type:  # a converter given explicitly must bring its own schema
-                raise ValueError(f"the converter {output_type!r} has no JSON schema to validate against")
-            converter = EntityOutputConverter(output_type)  # e.g. dict: validate as a JSON object
+        # The checks (cleaning, schema, pydantic) and the feedback line are shared with JsonExtractionGuardrail.
+        self._json_check = JsonOutputCheck(output_type)
         self.output_type = output_type
         self.max_repeat_attempts = max_repeat_attempts
         self.order = order
         if name is not None:
             self.name = name
-        self._converter: EntityOutputConverter[Any] = converter
-        self._validator: Any = None  # jsonschema validator, built on first use (keeps imports lazy)
+        self._converter: EntityOutputConverter[Any] = self._json_check.converter
 
     # -- validation ------------------------------------------------------------------------------
 
     def validate(self, text: str | None) -> list[str]:
         """Every problem of ``text`` as ``"at <path>: <message>"``; empty when it is valid."""
-        from chatclient.converters import clean_text, first_json_value
-
-        if text is None or not text.strip():
-            return ["at $: the answer has no JSON (it is empty)"]
-        cleaned = clean_text(text)
-        segment = first_json_value(cleaned)
-        if segment is None:
-            return [f"at $: the answer is not valid JSON ({_json_problem(cleaned)}); answer with the JSON value only"]
-        from chatclient.jsonsafe import JSONDepthError, loads
-
-        try:
-            instance = loads(segment)
-        except JSONDepthError as exc:
-            return [f"at $: the answer is not usable JSON ({exc})"]
-        try:
-            errors = [
-                f"at {_json_path(e.absolute_path)}: {_short(e.message)}"
-                for e in sorted(self._schema_validator().iter_errors(instance), key=_error_sort_key)
-            ]
-        except RecursionError:  # jsonschema recurses per level of a recursive schema ($ref to itself)
-            return ["at $: the answer nests too deeply to validate; answer with a flatter JSON value"]
-        if errors:
-            return errors
-        from pydantic import ValidationError
-
-        try:
-            self._converter.type_adapter.validate_json(segment)
-        except ValidationError as exc:
-            return [f"at {_json_path(e['loc'])}: {_short(e['msg'])}" for e in exc.errors(include_url=False)]
-        return []
-
-    def _schema_validator(self) -> Any:
-        if self._validator is None:
-            from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # no stubs in deps
-
-            self._validator = Draft202012Validator(self._converter.json_schema)
-        return self._validator
+        return self._json_check.problems(text)
 
     def feedback(self, errors: Sequence[str]) -> str:
         """The one line added to the user message after a failed attempt."""
-        shown = list(errors[:_MAX_ERRORS])
-        if len(errors) > _MAX_ERRORS:
-            shown.append(f"and {len(errors) - _MAX_ERRORS} more")
-        return _FEEDBACK_PREFIX + "; ".join(shown) + "."
+        return self._json_check.feedback(errors)
 
-    def _retry_request(self, original: ChatClientRequest, errors: Sequence[str]) -> ChatClientRequest:
+    def _retry_request(
+        self, original: ChatClientRequest, errors: Sequence[str], attempt: int | None = None
+    ) -> ChatClientRequest:
         line = self.feedback(errors)
+        if attempt is not None:
+            total = self.max_repeat_attempts + 1
+            original.emit(
+                AdvisorEvent(
+                    "validation.retry",
+                    {
+                        "attempt": attempt,
+                        "of": total,
+                        "errors": tuple(errors),
+                        "message": f"attempt {attempt} of {total}: {'; '.join(errors[:_MAX_ERRORS])}",
+                    },
+                )
+            )
 
         def add_line(u: UserMessage) -> UserMessage:
             return replace(u, text=f"{u.text}\n{line}" if u.text else line)
@@ -183,7 +152,7 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
             if errors is None or stop is not None or attempt > self.max_repeat_attempts:
                 return _finish(response, usage, attempt, stop)
             previous = _text(response.chat_response)
-            attempt_request = self._retry_request(request, errors)
+            attempt_request = self._retry_request(request, errors, attempt + 1)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
@@ -196,7 +165,7 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
             if errors is None or stop is not None or attempt > self.max_repeat_attempts:
                 return _finish(response, usage, attempt, stop)
             previous = _text(response.chat_response)
-            attempt_request = self._retry_request(request, errors)
+            attempt_request = self._retry_request(request, errors, attempt + 1)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
@@ -211,7 +180,7 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
                 yield from _replay(chunks, usage, attempt, stop)
                 return
             previous = _text(whole)
-            attempt_request = self._retry_request(request, errors)
+            attempt_request = self._retry_request(request, errors, attempt + 1)
 
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
@@ -228,7 +197,7 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
                     yield chunk
                 return
             previous = _text(whole)
-            attempt_request = self._retry_request(request, errors)
+            attempt_request = self._retry_request(request, errors, attempt + 1)
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -270,31 +239,6 @@ def _replay(
     last = max((i for i, c in enumerate(chunks) if c.chat_response is not None), default=-1)
     for i, chunk in enumerate(chunks):
         yield _finish(chunk, usage, attempts, stop) if i == last else chunk
-
-
-def _json_path(loc: Any) -> str:
-    from chatclient.converters import json_path
-
-    return json_path(loc)
-
-
-def _short(message: str) -> str:
-    one_line = " ".join(message.split())
-    return one_line if len(one_line) <= _MAX_MESSAGE else one_line[: _MAX_MESSAGE - 3] + "..."
-
-
-def _error_sort_key(error: Any) -> tuple[str, str]:
-    return (_json_path(error.absolute_path), error.message)
-
-
-def _json_problem(text: str) -> str:
-    try:
-        jsonsafe.loads(text)
-    except jsonsafe.JSONDepthError:
-        return "it nests too deeply"
-    except json.JSONDecodeError as exc:
-        return exc.msg
-    return "unexpected text"
 
 
 __all__ = ["StructuredOutputValidationAdvisor"]

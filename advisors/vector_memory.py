@@ -16,6 +16,7 @@ from xml.sax.saxutils import escape
 
 from advisors.memory import conversation_id_of, is_refused
 from chatclient.advisor import DEFAULT_CHAT_MEMORY_ORDER, BaseAdvisor
+from chatclient.events import DocumentsRetrieved
 from chatclient.messages import AssistantMessage, SystemMessage, UserMessage
 from chatclient.models.base import ResponseAggregator
 from chatclient.rag._llm import check_template, render
@@ -105,6 +106,7 @@ class VectorStoreChatMemoryAdvisor(BaseAdvisor):
         )
 
     def _augment(self, request: ChatClientRequest, memories: Sequence[Document]) -> ChatClientRequest:
+        request.emit(DocumentsRetrieved(tuple(memories), self.name))
         instructions = request.prompt.system_message.text
         text = render(
             self.template, {"instructions": instructions, "long_term_memory": "\n".join(map(_entry, memories))}

@@ -39,7 +39,8 @@ from chatclient.models.base import BaseChatModel  # noqa: E402
 
 
 def _chunks(n: int) -> list[ChatResponse]:
-    return [ChatResponse.of_text(f"w{i} ") for i in range(n)]
+    # as from a provider: only the last chunk carries a finish reason
+    return [ChatResponse.of_text(f"w{i} ", finish_reason=None) for i in range(n - 1)] + [ChatResponse.of_text("end")]
 
 
 class ChunkModel(BaseChatModel):

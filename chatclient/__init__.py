@@ -65,6 +65,14 @@ _LAZY = {
     "EntityOutputConverter": "chatclient.converters",
     "MapOutputConverter": "chatclient.converters",
     "ListOutputConverter": "chatclient.converters",
+    # production control (issue 17): models wrapping models, loaded on first use
+    "CircuitBreaker": "chatclient.resilience",
+    "FallbackChatModel": "chatclient.resilience",
+    "RoutingChatModel": "chatclient.resilience",
+    "RateLimiter": "chatclient.resilience",
+    "RateLimitedChatModel": "chatclient.resilience",
+    "ModelPrice": "chatclient.resilience",
+    "PriceTable": "chatclient.resilience",
 }
 
 
@@ -102,6 +110,13 @@ __all__ = [
     "ListOutputConverter",
     "MapOutputConverter",
     "StructuredOutputConverter",
+    "CircuitBreaker",
+    "FallbackChatModel",
+    "ModelPrice",
+    "PriceTable",
+    "RateLimitedChatModel",
+    "RateLimiter",
+    "RoutingChatModel",
     "Generation",
     "GenerationMetadata",
     "JinjaTemplateRenderer",

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from chatclient import observation
 from chatclient.errors import AdvisorChainError, ModelError
 from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
+from chatclient.usage_meter import metered_acall, metered_astream, metered_call, metered_stream
 
 if TYPE_CHECKING:
+    from chatclient.events import StreamEvent
     from chatclient.models.base import ChatModel, ChatResponse
     from chatclient.models.structured_output import LadderPlan
     from chatclient.prompt import Prompt
@@ -116,7 +118,11 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvis
         return self.after(chain.next_call(self.before(request, chain)), chain)
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
-        for response in chain.next_stream(self.before(request, chain)):
+        chunks = chain.next_stream(self.before(request, chain))
+        if type(self).after is BaseAdvisor.after:
+            yield from chunks  # nothing to do on the way out: no per-chunk work at all
+            return
+        for response in chunks:
             yield self.after(response, chain) if is_finished(response) else response
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
@@ -125,18 +131,30 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvis
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        async for response in chain.next_astream(await self.abefore(request, chain)):
+        chunks = chain.next_astream(await self.abefore(request, chain))
+        cls = type(self)
+        if cls.aafter is BaseAdvisor.aafter and cls.after is BaseAdvisor.after:
+            async for response in chunks:  # nothing to do on the way out: skip the finish check
+                yield response
+            return
+        async for response in chunks:
             yield (await self.aafter(response, chain)) if is_finished(response) else response
 
 
 class AdvisorChain:
     """A position in a sorted tuple of advisors; ``next_*`` runs the advisor at that position."""
 
-    __slots__ = ("_advisors", "_pos")
+    __slots__ = ("_advisors", "_pos", "_sink")
 
-    def __init__(self, advisors: tuple[Advisor, ...], pos: int = 0) -> None:
+    def __init__(self, advisors: tuple[Advisor, ...], pos: int = 0, sink: Any = None) -> None:
         self._advisors = advisors
         self._pos = pos
+        self._sink = sink
+
+    def emit(self, event: StreamEvent) -> None:
+        """Send an event to whoever listens to the request this chain runs (as ``request.emit``)."""
+        if self._sink is not None:
+            self._sink.emit(event)
 
     @property
     def advisors(self) -> tuple[Advisor, ...]:
@@ -148,16 +166,20 @@ class AdvisorChain:
         """The advisors that ``next_*`` would still run."""
         return self._advisors[self._pos :]
 
-    def _next(self) -> tuple[Any, AdvisorChain]:
+    def _next(self, request: ChatClientRequest) -> tuple[Any, AdvisorChain]:
+        ctx = request.context
+        deadline = ctx.get(ContextKeys.DEADLINE)
+        if deadline is not None:
+            deadline.check(f"before {self._advisors[self._pos].name}" if self._pos < len(self._advisors) else "")
         if self._pos >= len(self._advisors):
             raise AdvisorChainError(
                 "The advisor chain is exhausted: no advisor is left to call. "
                 "An advisor called next after the terminal model advisor, or on a copy made after the last advisor."
             )
-        return self._advisors[self._pos], AdvisorChain(self._advisors, self._pos + 1)
+        return self._advisors[self._pos], AdvisorChain(self._advisors, self._pos + 1, ctx.get(ContextKeys.EVENTS))
 
     def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
-        advisor, rest = self._next()
+        advisor, rest = self._next(request)
         if observation._observer is None:
             return advisor.advise_call(request, rest)  # type: ignore[no-any-return]
         obs = observation._observer.start_advisor(advisor, "call")
@@ -170,14 +192,14 @@ class AdvisorChain:
         return response  # type: ignore[no-any-return]
 
     def next_stream(self, request: ChatClientRequest) -> Iterator[ChatClientResponse]:
-        advisor, rest = self._next()
+        advisor, rest = self._next(request)
         if observation._observer is None:
             return advisor.advise_stream(request, rest)  # type: ignore[no-any-return]
         obs = observation._observer.start_advisor(advisor, "stream")
         return observation.observe_iterator(obs, advisor.advise_stream(request, rest))
 
     async def next_acall(self, request: ChatClientRequest) -> ChatClientResponse:
-        advisor, rest = self._next()
+        advisor, rest = self._next(request)
         if observation._observer is None:
             return await advisor.advise_acall(request, rest)  # type: ignore[no-any-return]
         obs = observation._observer.start_advisor(advisor, "acall")
@@ -190,11 +212,12 @@ class AdvisorChain:
         return response  # type: ignore[no-any-return]
 
     def next_astream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
-        advisor, rest = self._next()
+        advisor, rest = self._next(request)
         if observation._observer is None:
-            return advisor.advise_astream(request, rest)  # type: ignore[no-any-return]
+            return _tracked(advisor.advise_astream(request, rest), request)
         obs = observation._observer.start_advisor(advisor, "astream")
-        return observation.observe_async_iterator(obs, advisor.advise_astream(request, rest))
+        stream = _tracked(advisor.advise_astream(request, rest), request)
+        return _tracked(observation.observe_async_iterator(obs, stream), request)
 
     def copy(self, after: Advisor) -> AdvisorChain:
         """A new chain holding only the advisors after ``after`` (used by recursive advisors)."""
@@ -202,11 +225,28 @@ class AdvisorChain:
             raise ValueError("after cannot be None")
         for i, a in enumerate(self._advisors):
             if a is after:
-                return AdvisorChain(self._advisors[i + 1 :])
+                return AdvisorChain(self._advisors[i + 1 :], 0, self._sink)
         raise ValueError(f"The advisor {getattr(after, 'name', after)!r} is not part of the chain")
 
     def __repr__(self) -> str:
         return f"AdvisorChain({[a.name for a in self.remaining]})"
+
+
+_S = TypeVar("_S")
+
+
+def _tracked(stream: _S, request: ChatClientRequest) -> _S:
+    """Register an async stream with its request so closing the response closes it at once.
+
+    An ``async for`` that stops early (the consumer closed the stream) leaves the inner async
+    generator to the event loop's finalizer, which may run late or never; the response spec closes
+    every stream registered under ``ContextKeys.ASYNC_STREAMS`` instead (``finally`` semantics
+    down the chain, and the model's HTTP response closed).
+    """
+    opened = request.context.get(ContextKeys.ASYNC_STREAMS)
+    if opened is not None:
+        opened.append(stream)
+    return stream
 
 
 def build_chain(advisors: Sequence[Advisor], terminal: Advisor, mode: Mode) -> AdvisorChain:
@@ -335,11 +375,11 @@ class ChatModelAdvisor(BaseAdvisor):
     def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         ladder = self.plan(request)
         if ladder is None:
-            return ChatClientResponse(self.model.call(request.prompt), request.context)
+            return ChatClientResponse(metered_call(self.model, request.prompt, request.context), request.context)
         reasons: list[str] = []
         for index, rung in enumerate(ladder.rungs):
             try:
-                response = self.model.call(self.prompt_for(request, rung))
+                response = metered_call(self.model, self.prompt_for(request, rung), request.context)
             except ModelError as exc:
                 if self._rejected(exc, ladder, index, reasons):
                     continue
@@ -350,11 +390,11 @@ class ChatModelAdvisor(BaseAdvisor):
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
         ladder = self.plan(request)
         if ladder is None:
-            return ChatClientResponse(await self.model.acall(request.prompt), request.context)
+            return ChatClientResponse(await metered_acall(self.model, request.prompt, request.context), request.context)
         reasons: list[str] = []
         for index, rung in enumerate(ladder.rungs):
             try:
-                response = await self.model.acall(self.prompt_for(request, rung))
+                response = await metered_acall(self.model, self.prompt_for(request, rung), request.context)
             except ModelError as exc:
                 if self._rejected(exc, ladder, index, reasons):
                     continue
@@ -363,14 +403,17 @@ class ChatModelAdvisor(BaseAdvisor):
         raise AssertionError("unreachable: the last rung either answers or raises")  # pragma: no cover
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
+        if chain._sink is not None and chain._sink.pending:
+            # An events() consumer gets what advisors emitted before the (possibly slow) first token.
+            yield ChatClientResponse(None, request.context)
         ladder = self.plan(request)
         if ladder is None:
-            for chunk in self.model.stream(request.prompt):
+            for chunk in metered_stream(self.model, request.prompt, request.context):
                 yield ChatClientResponse(chunk, request.context)
             return
         reasons: list[str] = []
         for index, rung in enumerate(ladder.rungs):
-            chunks = iter(self.model.stream(self.prompt_for(request, rung)))
+            chunks = iter(metered_stream(self.model, self.prompt_for(request, rung), request.context))
             try:
                 # A server rejects the request before the first chunk, so only that read can fall back.
                 first = next(chunks, None)
@@ -394,14 +437,17 @@ class ChatModelAdvisor(BaseAdvisor):
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
+        if chain._sink is not None and chain._sink.pending:
+            yield ChatClientResponse(None, request.context)
         ladder = self.plan(request)
         if ladder is None:
-            async for chunk in self.model.astream(request.prompt):
+            async for chunk in _tracked(metered_astream(self.model, request.prompt, request.context), request):
                 yield ChatClientResponse(chunk, request.context)
             return
         reasons: list[str] = []
         for index, rung in enumerate(ladder.rungs):
-            chunks = aiter(self.model.astream(self.prompt_for(request, rung)))
+            stream = metered_astream(self.model, self.prompt_for(request, rung), request.context)
+            chunks = aiter(_tracked(stream, request))
             try:
                 first = await anext(chunks, None)
             except ModelError as exc:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from chatclient import events as _events
 from chatclient import observation
 from chatclient.advisor import Advisor, AdvisorChain, ChatModelAdvisor, Mode, build_chain
 from chatclient.errors import ChatClientError, TemplateError
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from chatclient.converters import StructuredOutputConverter
+    from chatclient.events import EventCallback, StreamEvent
     from chatclient.models.base import ChatModel, ChatResponse
     from chatclient.models.structured_output import StructuredOutputMode
 
@@ -110,7 +112,7 @@ def _check_advisor(advisor: Any) -> Advisor:
 def _check_tool(item: Any) -> None:
     """Reject what cannot be a tool at the .tools()/.default_tools() call, not at the model call."""
     from chatclient.tools import resolve_tools
-    from chatclient.tools.callback import is_tool_callback
+    from chatclient.tools.callback import is_tool_callback, is_tool_callback_provider
     from chatclient.tools.decorator import tool_spec
 
     if item is None:
@@ -121,6 +123,8 @@ def _check_tool(item: Any) -> None:
         return
     if is_tool_callback(item) or (tool_spec(item) is not None and not isinstance(item, type)):
         return  # the common cases, accepted without building a callback twice
+    if is_tool_callback_provider(item):
+        return  # asked for its tools per request (an MCP server may not be connected yet)
     if isinstance(item, (str, bytes)):
         raise TypeError(
             f"tools take @tool functions, objects with @tool methods or ToolCallbacks, not the string {item!r}: "
@@ -132,6 +136,12 @@ def _check_tool(item: Any) -> None:
         )
     # Objects, classes and modules: resolving them now raises the same message the request would.
     resolve_tools([item])
+
+
+def _check_callback(callback: Any) -> Any:
+    if callback is None or not callable(callback):
+        raise TypeError(f"on_event needs a callable taking one event, got {type(callback).__name__}")
+    return callback
 
 
 @dataclass
@@ -156,6 +166,8 @@ class _RequestState:
     # variable is an error, instead of "{{ name }}" reaching the model verbatim.
     system_render: bool = False
     user_render: bool = False
+    on_event: list[Any] = field(default_factory=list)  # event callbacks (chatclient.events)
+    max_duration: float | None = None
 
     def copy(self) -> _RequestState:
         # Containers are copied; their elements (immutable messages, shared advisors) are not.
@@ -176,6 +188,8 @@ class _RequestState:
             self.renderer,
             self.system_render,
             self.user_render,
+            on_event=list(self.on_event),
+            max_duration=self.max_duration,
         )
 
     # setters shared by the builder and the request spec
@@ -308,12 +322,20 @@ def _to_request(state: _RequestState) -> tuple[ChatClientRequest, list[Advisor]]
     if not messages:
         raise ValueError("the prompt is empty: give user text (prompt('...') or .user('...')) or messages")
     context = dict(state.advisor_params)
+    # One sink per request (a response spec runs its request once): building it here costs no extra
+    # context copy at run time. Runs that nobody listens to only collect advisors' few events.
+    context[ContextKeys.EVENTS] = _events.EventSink(state.on_event)
+    if state.max_duration is not None:
+        context[ContextKeys.MAX_DURATION] = state.max_duration
     advisors = state.advisors
     tool_definitions: tuple[Any, ...] = ()
     if state.tools:
-        from chatclient.tools import ToolCallAdvisor, resolve_tools
+        from chatclient.tools import ToolCallAdvisor
+        from chatclient.tools.decorator import resolve_tool_sources
 
-        callbacks = resolve_tools(state.tools)
+        callbacks, provided = resolve_tool_sources(state.tools)
+        if provided:
+            context[ContextKeys.TOOL_PROVIDERS] = provided
         tool_definitions = tuple(cb.definition for cb in callbacks)
         context[ContextKeys.TOOL_CALLBACKS] = tuple(callbacks)
         context[ContextKeys.TOOL_CONTEXT] = dict(state.tool_context)
@@ -434,6 +456,11 @@ class ChatClientBuilder:
         self._state.add_tool_context(context)
         return self
 
+    def default_on_event(self, callback: EventCallback) -> ChatClientBuilder:
+        """Call ``callback(event)`` (sync or async) with every event of every request (see ``chatclient.events``)."""
+        self._state.on_event.append(_check_callback(callback))
+        return self
+
     def default_template_renderer(self, renderer: TemplateRenderer) -> ChatClientBuilder:
         self._state.set_renderer(renderer)
         return self
@@ -508,8 +535,58 @@ class ChatClientRequestSpec:
         self._state.add_tool_context(context)
         return self
 
+    def on_event(self, callback: EventCallback) -> ChatClientRequestSpec:
+        """Call ``callback(event)`` (sync or async) with every event of this request, in every mode.
+
+        Advisors' events (documents retrieved, tool calls, retries) arrive as they happen; call
+        modes end with ``UsageUpdate`` and ``Finished``; ``events()`` streams also pass their text
+        deltas. Async callbacks are awaited before ``acall()`` returns.
+        """
+        self._state.on_event.append(_check_callback(callback))
+        return self
+
+    def max_duration(self, seconds: float) -> ChatClientRequestSpec:
+        """Stop the whole request (tool loop and re-asks included) after ``seconds``.
+
+        Past the deadline the request raises ``DeadlineExceededError``. Async modes cancel the
+        work in flight at the deadline; sync modes check it before every advisor, model call and
+        stream chunk (a blocking model call is not interrupted; its HTTP timeout still applies).
+        """
+        from chatclient.events import check_max_duration
+
+        self._state.max_duration = check_max_duration(seconds)
+        return self
+
     def template_renderer(self, renderer: TemplateRenderer) -> ChatClientRequestSpec:
         self._state.set_renderer(renderer)
+        return self
+
+    def resume(self, pending: Any, decisions: Any) -> ChatClientRequestSpec:
+        """Continue a request that ``ToolApprovalAdvisor`` paused, with a person's decisions.
+
+        ``pending`` is the ``PendingToolCalls`` of the paused answer (possibly loaded in another
+        process); ``decisions`` maps each pending call id to an ``ApprovalDecision`` (or lists them
+        in the order of ``pending.calls``). The spec must offer the same tools (``.tools(...)``).
+        The paused conversation replaces the spec's messages and user text; the decided calls run
+        first, then the model continues. A ``ToolApprovalAdvisor`` is added when none is present.
+        """
+        from chatclient.tools.approval import RESUME_TOOL_CALLS, PendingToolCalls, ToolApprovalAdvisor
+
+        if not isinstance(pending, PendingToolCalls):
+            raise TypeError(f"resume() needs the PendingToolCalls of a paused response, got {type(pending).__name__}")
+        if not self._state.tools:
+            raise ValueError("resume() needs the tools of the paused request: call .tools(...) on this spec")
+        decided = pending.resolve(decisions)
+        history = list(pending.messages[:-1])
+        if self._state.system_text:
+            history = [m for m in history if not isinstance(m, SystemMessage)]
+        self._state.user_text = None
+        self._state.user_media = []
+        self._state.messages = []
+        self._state.add_messages(history)
+        self._state.advisor_params[RESUME_TOOL_CALLS] = decided
+        if not any(isinstance(a, ToolApprovalAdvisor) for a in self._state.advisors):
+            self._state.advisors.append(ToolApprovalAdvisor())
         return self
 
     def mutate(self) -> ChatClientBuilder:
@@ -698,12 +775,14 @@ class CallResponseSpec(_ResponseSpecBase):
         request = self._request_for(converter, mode)
         if self._result is None:
             chain = self._chain("call")
+            request, sink = _events.attach(request, always=True)
             if observation._observer is None:
-                self._result = chain.next_call(request)
+                self._result = _events.finish_call(sink, chain.next_call(request))
             else:
                 obs = observation._observer.start_call("call", request, self._model)
+                _events.observe(sink, obs)
                 try:
-                    self._result = chain.next_call(request)
+                    self._result = _events.finish_call(sink, chain.next_call(request))
                 except BaseException as exc:
                     obs.finish(error=exc)
                     raise
@@ -781,16 +860,28 @@ class AsyncCallResponseSpec(_ResponseSpecBase):
             async with self._lock:
                 if self._result is None:
                     chain = self._chain("acall")
-                    if observation._observer is None:
-                        self._result = await chain.next_acall(request)
-                    else:
-                        obs = observation._observer.start_call("acall", request, self._model)
-                        try:
-                            self._result = await chain.next_acall(request)
-                        except BaseException as exc:
-                            obs.finish(error=exc)
-                            raise
-                        obs.finish(self._result)
+                    request, sink = _events.attach(request, always=True, async_mode=True)
+                    try:
+                        if observation._observer is None:
+                            result = await _events.within_deadline(chain.next_acall(request), request)
+                            result = _events.finish_call(sink, result)
+                        else:
+                            obs = observation._observer.start_call("acall", request, self._model)
+                            _events.observe(sink, obs)
+                            try:
+                                result = await _events.within_deadline(chain.next_acall(request), request)
+                                result = _events.finish_call(sink, result)
+                            except BaseException as exc:
+                                obs.finish(error=exc)
+                                raise
+                            obs.finish(result)
+                        if sink is not None:
+                            await sink.settle()
+                    except BaseException:
+                        if sink is not None:
+                            sink.cancel()
+                        raise
+                    self._result = result
         return self._result  # type: ignore[no-any-return]
 
     async def chat_client_response(self) -> ChatClientResponse:
@@ -856,15 +947,38 @@ class StreamResponseSpec(_ResponseSpecBase):
     def _open(
         self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None
     ) -> Iterator[ChatClientResponse]:
+        return self._start(converter, mode)[0]
+
+    def _start(
+        self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None, buffered: bool = False
+    ) -> tuple[Iterator[ChatClientResponse], _events.EventSink | None]:
         if self._result is not None:
             raise _consumed_error()
         request = self._request_for(converter, mode)
         self._result = True
         chain = self._chain("stream")
+        request, sink = _events.attach(request, buffered=buffered)
         if observation._observer is None:
-            return chain.next_stream(request)
-        obs = observation._observer.start_call("stream", request, self._model)
-        return observation.observe_response_stream(obs, chain.next_stream(request))
+            chunks = chain.next_stream(request)
+        else:
+            obs = observation._observer.start_call("stream", request, self._model)
+            _events.observe(sink, obs)
+            chunks = observation.observe_response_stream(obs, chain.next_stream(request))
+        deadline = request.context.get(ContextKeys.DEADLINE)
+        if deadline is not None:
+            chunks = _events.deadline_stream(chunks, deadline)
+        return chunks, sink
+
+    def events(self) -> Iterator[StreamEvent]:
+        """The request's typed events in order (``chatclient.events``): advisors' events as they are
+        emitted (those emitted before the model is called come before the first token), then
+        ``TextDelta`` / ``ReasoningDelta`` / ``UsageUpdate`` from the model's chunks, and a last
+        ``Finished`` with the whole answer. Closing it early (``break``, ``close()``) closes the chain
+        and the model's HTTP response.
+        """
+        chunks, sink = self._start(buffered=True)
+        assert sink is not None
+        return _events.stream_events(chunks, sink)
 
     def chat_client_response(self) -> Iterator[ChatClientResponse]:
         return self._open()
@@ -913,29 +1027,59 @@ class AsyncStreamResponseSpec(_ResponseSpecBase):
     def _open(
         self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None
     ) -> AsyncIterator[ChatClientResponse]:
+        return self._start(converter, mode)[0]
+
+    def _start(
+        self, converter: StructuredOutputConverter[Any] | None = None, mode: str | None = None, buffered: bool = False
+    ) -> tuple[AsyncIterator[ChatClientResponse], _events.EventSink | None]:
         if self._result is not None:
             raise _consumed_error()
         request = self._request_for(converter, mode)
         self._result = True
         chain = self._chain("astream")
+        request, sink = _events.attach(request, buffered=buffered, async_mode=True)
+        opened: list[Any] = []
+        request = request.mutate(context={ContextKeys.ASYNC_STREAMS: opened})
         if observation._observer is None:
-            return chain.next_astream(request)
-        obs = observation._observer.start_call("astream", request, self._model)
-        return observation.observe_async_response_stream(obs, chain.next_astream(request))
+            chunks = chain.next_astream(request)
+        else:
+            obs = observation._observer.start_call("astream", request, self._model)
+            _events.observe(sink, obs)
+            chunks = observation.observe_async_response_stream(obs, chain.next_astream(request))
+        deadline = request.context.get(ContextKeys.DEADLINE)
+        if deadline is not None:
+            chunks = _events.adeadline_stream(chunks, deadline)
+        return _events.closing_astream(chunks, opened), sink
+
+    def events(self) -> AsyncIterator[StreamEvent]:
+        """Async ``StreamResponseSpec.events``; async ``on_event`` callbacks are awaited before
+        ``Finished`` is yielded. Closing it early (``aclose()``, task cancellation) closes the chain
+        and the model's HTTP response."""
+        chunks, sink = self._start(buffered=True)
+        assert sink is not None
+        return _events.astream_events(chunks, sink)
 
     def chat_client_response(self) -> AsyncIterator[ChatClientResponse]:
         return self._open()
 
     async def chat_response(self) -> AsyncIterator[ChatResponse]:
-        async for cr in self._open():
-            if cr.chat_response is not None:
-                yield cr.chat_response
+        chunks = self._open()
+        try:
+            async for cr in chunks:
+                if cr.chat_response is not None:
+                    yield cr.chat_response
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]  # closed now, not by the loop's finalizer
 
     async def content(self) -> AsyncIterator[str]:
-        async for cr in self._open():
-            text = _content(cr)
-            if text:
-                yield text
+        chunks = self._open()
+        try:
+            async for cr in chunks:
+                text = _content(cr)
+                if text:
+                    yield text
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]  # closed now, not by the loop's finalizer
 
     @overload
     def entity(self, target: type[T], *, mode: StructuredOutputMode | None = None) -> AsyncIterator[T]: ...

@@ -44,6 +44,22 @@ def get_observer() -> Observer | None:
     return _observer
 
 
+def observe_embedding(model: Any, count: int) -> Observation | None:
+    """Start an embedding observation (``count`` texts to ``model``) when the observer has the
+    optional hook ``start_embedding(model, count)``; ``None`` otherwise (finish nothing then)."""
+    observer = _observer
+    start = getattr(observer, "start_embedding", None) if observer is not None else None
+    return None if start is None else start(model, count)  # type: ignore[no-any-return]
+
+
+def observe_retrieval(store: Any, request: Any) -> Observation | None:
+    """Start a retrieval observation (a vector-store search for ``request``) when the observer has
+    the optional hook ``start_retrieval(store, request)``; it finishes with the documents found."""
+    observer = _observer
+    start = getattr(observer, "start_retrieval", None) if observer is not None else None
+    return None if start is None else start(store, request)  # type: ignore[no-any-return]
+
+
 def observe_iterator(observation: Observation, iterator: Iterator[Any]) -> Iterator[Any]:
     """Pass ``iterator`` through, finishing ``observation`` with the last item (or the error)."""
     last = None

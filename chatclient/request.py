@@ -11,6 +11,7 @@ from chatclient.models.base import ChatResponse
 from chatclient.prompt import Prompt
 
 if TYPE_CHECKING:
+    from chatclient.events import StreamEvent
     from chatclient.tools.results import ToolExecution
 
 ResponseScreen = Callable[[ChatResponse], "ChatResponse | None"]
@@ -35,6 +36,9 @@ class ContextKeys:
     VECTOR_MEMORY_TOP_K = "chat_memory_vector_store_top_k"
     TOOL_EXCHANGE = "chatclient.tool.exchange"
     TOOL_CALLBACKS = "chatclient.tool.callbacks"
+    TOOL_PROVIDERS = "chatclient.tool.providers"
+    """Request context: ``(provider, callbacks)`` pairs of the ``ToolCallbackProvider``s among the
+    request's tools; the tool loop asks them again between model turns."""
     TOOL_CONTEXT = "chatclient.tool.context"
     TOOL_EXECUTIONS = "chatclient.tool.executions"
     """Response context: the ``ToolExecution`` records of every tool call the tool loop ran."""
@@ -44,6 +48,14 @@ class ContextKeys:
     (memory) applies them first."""
     REFUSED = "chatclient.refused"
     """Response context: the name of the advisor that refused the turn (memory does not store it)."""
+    EVENTS = "chatclient.events.sink"
+    """Request context: the ``chatclient.events.EventSink`` of the run (absent when nothing listens)."""
+    MAX_DURATION = "chatclient.max_duration"
+    """Request context: the request's ``max_duration`` in seconds (set by the client)."""
+    DEADLINE = "chatclient.deadline"
+    """Request context: the running request's ``chatclient.events.Deadline``."""
+    ASYNC_STREAMS = "chatclient.async_streams"
+    """Request context: the async streams an ``astream()`` run opened, closed together when it ends."""
 
 
 def _freeze(context: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -71,6 +83,17 @@ class ChatClientRequest:
         """A copy with a new prompt and/or extra context (merged: given keys win)."""
         ctx = self.context if not context else {**self.context, **context}
         return ChatClientRequest(self.prompt if prompt is _KEEP else prompt, ctx)
+
+    def emit(self, event: StreamEvent) -> None:
+        """Send an event (from ``chatclient.events``) to whoever listens to this request.
+
+        ``events()`` streams yield it in order (before the first token when emitted before the
+        model is called), ``on_event`` callbacks receive it, and call modes collect it on
+        ``ChatClientResponse.events``. Does nothing for a request built without a sink (not by the client).
+        """
+        sink = self.context.get(ContextKeys.EVENTS)
+        if sink is not None:
+            sink.emit(event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +125,16 @@ class ChatClientResponse:
         ()
         """
         return tuple(self.context.get(ContextKeys.TOOL_EXECUTIONS) or ())
+
+    @property
+    def events(self) -> tuple[StreamEvent, ...]:
+        """Every event of the request that produced this response, in order (``chatclient.events``).
+
+        Call modes collect the advisors' events (documents retrieved, tool calls, retries) and end
+        with ``UsageUpdate``/``Finished``. Empty when the request was not collecting events.
+        """
+        sink = self.context.get(ContextKeys.EVENTS)
+        return tuple(sink.events) if sink is not None else ()
 
     @property
     def refused_by(self) -> str | None:

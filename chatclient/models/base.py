@@ -126,7 +126,10 @@ class ChatResponse:
         return any(g.output.tool_calls for g in self.generations)
 
     def has_finish_reason(self) -> bool:
-        return any(g.metadata.finish_reason for g in self.generations)
+        for g in self.generations:  # a plain loop: this runs for every chunk in every advisor
+            if g.metadata.finish_reason:
+                return True
+        return False
 
     @classmethod
     def of_text(

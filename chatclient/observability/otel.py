@@ -145,6 +145,50 @@ class _SpanObservation:
             self._pop()
             span.end()
 
+    def record_event(self, event: Any) -> None:
+        """A request event (``chatclient.events``) as a span event on the call span.
+
+        Names follow the GenAI conventions where they have one: a tool result is
+        ``gen_ai.tool.message``, the final answer of a call ``gen_ai.choice``. Retrieval, tool calls starting
+        and advisors' own events use ``chatclient.*`` names. Text, reasoning and usage deltas are
+        not recorded (the span carries the totals). Content only with ``capture_content=True``.
+        """
+        node = self._node
+        kind = getattr(event, "kind", None)
+        if node.ended or kind in (None, "text", "reasoning", "usage"):
+            return
+        content = self._observer.capture_content
+        attrs: dict[str, Any] = {}
+        if kind == "tool_call_finished":
+            attrs = {"gen_ai.tool.call.id": event.id, "gen_ai.tool.name": event.name, "error": event.is_error}
+            attrs["chatclient.tool.duration"] = float(event.duration)
+            if content:
+                attrs["content"] = event.result
+            node.span.add_event("gen_ai.tool.message", attrs)
+        elif kind == "finished":
+            cr = event.response
+            attrs = {"index": 0, "finish_reason": ",".join(_finish_reasons(cr)) if cr is not None else ""}
+            if content and cr is not None:
+                attrs["message"] = _output_json(cr)
+            node.span.add_event("gen_ai.choice", attrs)
+        elif kind == "tool_call_started":
+            attrs = {"gen_ai.tool.call.id": event.id, "gen_ai.tool.name": event.name}
+            if content:
+                attrs["gen_ai.tool.call.arguments"] = event.arguments
+            node.span.add_event("chatclient.tool_call.started", attrs)
+        elif kind == "documents_retrieved":
+            docs = event.documents
+            attrs = {"chatclient.documents.count": len(docs), "chatclient.advisor.name": event.source}
+            ids = [str(d.id) for d in docs if getattr(d, "id", None) is not None]
+            if ids:
+                attrs["chatclient.documents.ids"] = ids
+            node.span.add_event("chatclient.documents_retrieved", attrs)
+        elif kind == "advisor":
+            attrs = {"chatclient.event.name": event.name}
+            if content:
+                attrs["chatclient.event.message"] = event.message
+            node.span.add_event("chatclient.advisor_event", attrs)
+
     def _pop(self) -> None:
         head = _ACTIVE.get()
         found = head
@@ -182,6 +226,15 @@ def _set_structured_output(span: Span, cr: Any) -> None:
     ):
         value = extra.get(key)
         if isinstance(value, str) and value:
+            span.set_attribute(attribute, value)
+    # Production control (chatclient.resilience, advisors.budget): which model answered, the cost.
+    for key, attribute in (
+        ("fallback_model", "chatclient.fallback.model"),
+        ("routed_model", "chatclient.routing.model"),
+        ("cost", "chatclient.cost"),
+    ):
+        value = extra.get(key)
+        if (isinstance(value, str) and value) or (isinstance(value, float) and not isinstance(value, bool)):
             span.set_attribute(attribute, value)
 
 
@@ -385,10 +438,58 @@ class OpenTelemetryObserver:
             attrs["http.request.resend_count"] = attempt - 1
         return self._start("http", None, method, SpanKind.CLIENT, attrs, make_current=True)
 
+    def start_embedding(self, model: Any, count: int) -> _SpanObservation:
+        """One embedding call: ``embeddings {model}`` (``gen_ai.operation.name`` = ``embeddings``)."""
+        model_name = getattr(model, "model", None)
+        if not isinstance(model_name, str) or not model_name:
+            model_name = type(model).__name__
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.request.model": model_name,
+            "chatclient.embeddings.input_count": count,
+        }
+        provider = getattr(model, "provider", None)
+        if isinstance(provider, str) and provider:
+            attrs["gen_ai.provider.name"] = provider.lower()
+        return self._start("embedding", None, f"embeddings {model_name}", SpanKind.CLIENT, attrs, make_current=True)
+
+    def start_retrieval(self, store: Any, request: Any) -> _SpanObservation:
+        """One vector-store search: ``retrieval {store}``, with ``top_k`` and, on finish, the result count."""
+        store_name = str(getattr(store, "name", type(store).__name__))
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "retrieval",
+            "chatclient.vector_store.name": store_name,
+            "gen_ai.request.top_k": int(request.top_k),
+            "chatclient.vector_store.similarity_threshold": float(request.similarity_threshold),
+            "chatclient.vector_store.filtered": request.filter_expression is not None,
+        }
+        for field in ("table", "collection_name", "index_name"):
+            value = getattr(store, field, None)
+            if isinstance(value, str) and value:
+                attrs["db.collection.name"] = value
+                break
+        if self.capture_content:
+            # query text and filter values may hold personal data: only with capture_content
+            attrs["chatclient.vector_store.query"] = request.query
+            if request.filter_expression is not None:
+                attrs["chatclient.vector_store.filter"] = str(request.filter_expression)
+        return self._start("retrieval", None, f"retrieval {store_name}", SpanKind.INTERNAL, attrs, make_current=True)
+
     # -- results --------------------------------------------------------------------------------------
 
     def _on_result(self, obs: _SpanObservation, span: Span, result: Any, error: BaseException | None) -> None:
         kind = obs._kind
+        if kind == "retrieval":
+            span.set_attribute("chatclient.vector_store.result_count", len(result))
+            ids = [str(d.id) for d in result if getattr(d, "id", None) is not None]
+            if ids:
+                span.set_attribute("chatclient.documents.ids", ids)
+            return
+        if kind == "embedding":
+            shape = getattr(result, "shape", None)
+            if shape is not None and len(shape) == 2:
+                span.set_attribute("gen_ai.embeddings.dimension.count", int(shape[1]))
+            return
         if kind == "call":
             # Streams finish with the aggregate of their chunks, so every mode has the whole completion.
             self._on_call_result(span, _chat_response(result), content=True)

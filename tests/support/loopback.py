@@ -422,6 +422,7 @@ class _Handler(BaseHTTPRequestHandler):
         # Headers and body go out in separate writes; without NODELAY, Nagle plus the client's
         # delayed ACK would add ~40 ms to every answer.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.owner._connection_opened()
 
     def _handle(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -430,10 +431,13 @@ class _Handler(BaseHTTPRequestHandler):
         rec = Recorded(self.command, self.path, headers, raw, int(self.client_address[1]))
         owner = self.server.owner
         action = owner._next_action(rec)
+        owner._response_started()
         try:
             self._perform(action, owner)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True
+        finally:
+            owner._response_ended()
 
     do_POST = _handle
     do_GET = _handle
@@ -552,6 +556,8 @@ class _Handler(BaseHTTPRequestHandler):
             super().finish()
         except OSError:
             pass
+        finally:
+            self.server.owner._connection_closed()
 
 
 def _resplit(frames: Sequence[bytes], sizes: Sequence[int]) -> list[bytes]:
@@ -589,6 +595,53 @@ class LoopbackServer:
         self._stopping = threading.Event()
         self.requests: list[Recorded] = []
         self.record = True
+        self._open = 0
+        self._active = 0
+        self.connections_opened = 0
+        self._connections_changed = threading.Condition(self._lock)
+
+    @property
+    def open_connections(self) -> int:
+        """Connections the server still serves (a handler ends when the client closes and a write fails)."""
+        with self._lock:
+            return self._open
+
+    @property
+    def active_responses(self) -> int:
+        """Responses being written right now (a stream whose client went away ends at its next write)."""
+        with self._lock:
+            return self._active
+
+    def wait_for_active_responses(self, count: int, timeout: float = 5.0) -> bool:
+        """Wait until exactly ``count`` responses are being written; False when ``timeout`` passes first."""
+        with self._connections_changed:
+            return self._connections_changed.wait_for(lambda: self._active == count, timeout)
+
+    def _response_started(self) -> None:
+        with self._connections_changed:
+            self._active += 1
+            self._connections_changed.notify_all()
+
+    def _response_ended(self) -> None:
+        with self._connections_changed:
+            self._active -= 1
+            self._connections_changed.notify_all()
+
+    def wait_for_open_connections(self, count: int, timeout: float = 5.0) -> bool:
+        """Wait until exactly ``count`` connections are open; False when ``timeout`` passes first."""
+        with self._connections_changed:
+            return self._connections_changed.wait_for(lambda: self._open == count, timeout)
+
+    def _connection_opened(self) -> None:
+        with self._connections_changed:
+            self._open += 1
+            self.connections_opened += 1
+            self._connections_changed.notify_all()
+
+    def _connection_closed(self) -> None:
+        with self._connections_changed:
+            self._open -= 1
+            self._connections_changed.notify_all()
 
     @property
     def port(self) -> int:
