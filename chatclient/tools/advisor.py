@@ -203,6 +203,9 @@ def _strip_finish(response: ChatClientResponse) -> ChatClientResponse:
     return response.mutate(chat_response=ChatResponse(generations, cr.metadata))
 
 
+_DEFAULT_GUARD = object()
+
+
 class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvisor):
     """Runs the tool loop: call the model, run the tools it asks for, call it again, until it answers.
 
@@ -230,7 +233,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
         max_iterations: int = 20,
         stream_tool_call_responses: bool = False,
         order: int = TOOL_CALL_ORDER,
-        loop_guard: ToolLoopGuard | None = None,
+        loop_guard: ToolLoopGuard | None | object = _DEFAULT_GUARD,
     ) -> None:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be an integer >= 1")
@@ -241,7 +244,9 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
         self.max_iterations = max_iterations
         self.stream_tool_call_responses = stream_tool_call_responses
         self.order = order
-        self.loop_guard = loop_guard
+        # On by default: a model that repeats the very same call gets a hint, then the loop stops with
+        # ToolLoopRepeatError instead of spending max_iterations turns. loop_guard=None turns it off.
+        self.loop_guard: ToolLoopGuard | None = ToolLoopGuard() if loop_guard is _DEFAULT_GUARD else loop_guard  # type: ignore[assignment]
 
     # -- call -------------------------------------------------------------------------------------
 
