@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from chatclient.observation import observe_embedding, observe_retrieval
 from chatclient.rag.documents import Document
 from chatclient.rag.embedding import aembed_with, as_matrix, check_texts, normalize_rows
 from chatclient.rag.filters import Expression, as_expression
@@ -114,13 +115,31 @@ class BaseVectorStore:
 
     # -- embedding ------------------------------------------------------------------------------
     def _embed(self, texts: list[str]) -> NDArray[np.float32]:
-        parts = [
-            as_matrix(self.embedding_model.embed(batch), len(batch)) for batch in _batches(texts, self.embed_batch_size)
-        ]
+        parts = []
+        for batch in _batches(texts, self.embed_batch_size):
+            obs = observe_embedding(self.embedding_model, len(batch))  # None unless an observer is installed
+            try:
+                parts.append(as_matrix(self.embedding_model.embed(batch), len(batch)))
+            except BaseException as exc:
+                if obs is not None:
+                    obs.finish(error=exc)
+                raise
+            if obs is not None:
+                obs.finish(parts[-1])
         return normalize_rows(np.vstack(parts))
 
     async def _aembed(self, texts: list[str]) -> NDArray[np.float32]:
-        parts = [await aembed_with(self.embedding_model, batch) for batch in _batches(texts, self.embed_batch_size)]
+        parts = []
+        for batch in _batches(texts, self.embed_batch_size):
+            obs = observe_embedding(self.embedding_model, len(batch))
+            try:
+                parts.append(await aembed_with(self.embedding_model, batch))
+            except BaseException as exc:
+                if obs is not None:
+                    obs.finish(error=exc)
+                raise
+            if obs is not None:
+                obs.finish(parts[-1])
         return normalize_rows(np.vstack(parts))
 
     # -- the contract ---------------------------------------------------------------------------
@@ -144,7 +163,16 @@ class BaseVectorStore:
         req = as_search_request(request)
         if req.top_k == 0:
             return []
-        return self._query(self._embed([req.query])[0], req)
+        obs = observe_retrieval(self, req)
+        try:
+            found = self._query(self._embed([req.query])[0], req)
+        except BaseException as exc:
+            if obs is not None:
+                obs.finish(error=exc)
+            raise
+        if obs is not None:
+            obs.finish(found)
+        return found
 
     async def aadd(self, documents: Sequence[Document]) -> None:
         """Async :meth:`add` (uses the model's ``aembed``)."""
@@ -162,8 +190,16 @@ class BaseVectorStore:
         req = as_search_request(request)
         if req.top_k == 0:
             return []
-        vector = (await self._aembed([req.query]))[0]
-        result: list[Document] = await self._run(self._query, vector, req)
+        obs = observe_retrieval(self, req)
+        try:
+            vector = (await self._aembed([req.query]))[0]
+            result: list[Document] = await self._run(self._query, vector, req)
+        except BaseException as exc:
+            if obs is not None:
+                obs.finish(error=exc)
+            raise
+        if obs is not None:
+            obs.finish(result)
         return result
 
     async def _run(self, fn: Any, *args: Any) -> Any:

@@ -11,6 +11,7 @@ both raise ``FilterExpressionError``.
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from chatclient.rag.search import SearchRequest
 
 _NAMESPACE = uuid.UUID("6f1c2b0e-8a55-4e4e-9d0a-6b1f2f6b7a10")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")  # a path segment Qdrant reads without quotes
 
 
 def _models() -> Any:
@@ -53,7 +55,14 @@ class _FilterTranslator:
             raise FilterExpressionError(
                 f"The key {key.name!r} cannot be addressed in Qdrant (it reads '.' and '[' as a path)"
             )
-        return f"metadata.{key.name}"
+        if _PLAIN_KEY.match(key.name):
+            return f"metadata.{key.name}"
+        if '"' in key.name:
+            raise FilterExpressionError(
+                f"The key {key.name!r} cannot be addressed in Qdrant (a path cannot quote '\"')"
+            )
+        # any other character (space, quote, punctuation) needs a quoted path segment
+        return f'metadata."{key.name}"'
 
     def empty(self, key: Key) -> Any:
         return self.m.IsEmptyCondition(is_empty=self.m.PayloadField(key=self.field(key)))
