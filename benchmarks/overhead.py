@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -86,6 +87,86 @@ def import_time_ms() -> tuple[float, list[str]]:
     return statistics.median(runs), heavy
 
 
+STREAM_CHUNKS = 200
+
+
+def _stream_chunks() -> list[ChatResponse]:
+    from chatclient.messages import AssistantMessage
+    from chatclient.models.base import ChatResponseMetadata, Generation, GenerationMetadata, Usage
+
+    chunks = [ChatResponse((Generation(AssistantMessage(f"t{i} ")),)) for i in range(STREAM_CHUNKS - 1)]
+    last = Generation(AssistantMessage("end"), GenerationMetadata("stop"))
+    chunks.append(ChatResponse((last,), ChatResponseMetadata(usage=Usage(5, STREAM_CHUNKS))))
+    return chunks
+
+
+class InstantStreamModel(BaseChatModel):
+    """Streams prebuilt chunks with no delay, so only the per-chunk framework cost is measured."""
+
+    def __init__(self) -> None:
+        self.chunks = _stream_chunks()
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        raise NotImplementedError
+
+    def stream(self, prompt: Prompt) -> Any:
+        return iter(self.chunks)
+
+
+def stream_us_per_chunk(events: bool, rounds: int = 15, per_round: int = 10) -> tuple[float, float]:
+    """Median (best) µs per chunk of ``stream().content()`` or ``stream().events()`` over 200-chunk streams."""
+    client = ChatClient.create(InstantStreamModel())
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        for _ in range(per_round):
+            spec = client.prompt("hi").stream()
+            for _item in spec.events() if events else spec.content():
+                pass
+        samples.append((time.perf_counter_ns() - start) / per_round / STREAM_CHUNKS / 1000)
+    return statistics.median(samples), min(samples)
+
+
+def service_vs_fluent_us(rounds: int = 15, per_round: int = 400) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median (best) µs of one ``ai_service`` method call and of the same request written fluently."""
+    from typing import Protocol
+
+    from chatclient.services import ai_service, system, user
+
+    class Helper(Protocol):
+        @system("You are a {{ role }}.")
+        @user("Question: {{ question }}")
+        def ask(self, question: str, role: str = "teacher") -> str: ...
+
+    client = ChatClient.create(InstantModel())
+    service = ai_service(Helper, client=client)
+
+    def fluent() -> None:
+        (
+            client.prompt()
+            .system("You are a {{ role }}.", params={"role": "teacher"})
+            .user("Question: {{ question }}", params={"question": "hi"})
+            .call()
+            .content()
+        )
+
+    def facade() -> None:
+        service.ask("hi")
+
+    def measure(fn: Any, n: int) -> tuple[float, float]:
+        samples = []
+        for _ in range(n):
+            start = time.perf_counter_ns()
+            for _ in range(per_round):
+                fn()
+            samples.append((time.perf_counter_ns() - start) / per_round / 1000)
+        return statistics.median(samples), min(samples)
+
+    measure(fluent, 2)  # warm-up (template compilation, caches)
+    measure(facade, 2)
+    return measure(fluent, rounds), measure(facade, rounds)
+
+
 def main() -> None:
     print("µs per call: median of 15 rounds (best round in brackets; on a busy machine the best is the fairer figure)")
     print("chain length | sync µs/call     | async µs/call")
@@ -100,6 +181,23 @@ def main() -> None:
     per_advisor = (results[20][0][1] - results[0][0][1]) / 20
     print(f"marginal cost per advisor (sync, best rounds): {per_advisor:.2f} µs")
     print(f"target: 5 advisors sync under 60 µs -> {'met' if results[5][0][0] < 60 else 'NOT met'} (median)")
+    stream_us_per_chunk(False, rounds=2)  # warm-up
+    stream_us_per_chunk(True, rounds=2)
+    content = stream_us_per_chunk(False)
+    events = stream_us_per_chunk(True)
+    extra = events[1] - content[1]  # best rounds: the fairer figure on a shared machine
+    print(
+        f"stream, µs per chunk: content() {content[0]:.2f} ({content[1]:.2f}) | events() {events[0]:.2f} "
+        f"({events[1]:.2f}) | events() costs {extra:.2f} µs more per chunk (best rounds) "
+        f"(target < 2 µs: {'met' if extra < 2 else 'NOT met'})"
+    )
+    fluent, facade = service_vs_fluent_us()
+    added = facade[1] - fluent[1]  # best rounds
+    print(
+        f"ai_service method vs the same fluent call (system + user templates), µs/call: fluent {fluent[0]:.1f} "
+        f"({fluent[1]:.1f}) | service {facade[0]:.1f} ({facade[1]:.1f}) | the facade adds {added:.1f} µs "
+        f"(best rounds; target < 10 µs: {'met' if added < 10 else 'NOT met'})"
+    )
     ms, heavy = import_time_ms()
     print(f"import chatclient: {ms:.1f} ms (median of 5 fresh interpreters); heavy modules imported: {heavy or 'none'}")
 

@@ -9,6 +9,10 @@ and body excerpts, which they scrub.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chatclient.guardrails import GuardrailFailure
 
 
 class ChatClientError(Exception):
@@ -58,6 +62,27 @@ class FilterExpressionError(ChatClientError):
     def __init__(self, message: str, position: int | None = None) -> None:
         super().__init__(message if position is None else f"{message} (at position {position})")
         self.position = position
+
+
+class VectorStoreError(ChatClientError):
+    """A vector store's engine (PostgreSQL + pgvector, Chroma, Redis) is missing a piece or refused
+    an operation; ``store`` names the store class. The message says what to install or change."""
+
+    def __init__(self, message: str, store: str | None = None) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class DocumentReadError(ChatClientError):
+    """A document (PDF, HTML, a file under a directory) could not be read: malformed, too large or too slow.
+
+    ``source`` names the file (or ``"<text>"``) when known; the message says which limit to raise
+    or what to fix.
+    """
+
+    def __init__(self, message: str, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
 
 
 class ModelError(ChatClientError):
@@ -157,11 +182,169 @@ class ToolLoopLimitError(ToolError):
     """The model kept asking for tools beyond ``max_iterations``."""
 
 
+class McpError(ChatClientError):
+    """Talking to a Model Context Protocol server failed (``chatclient.mcp``).
+
+    ``server`` names the server (its command or URL, never a header value); ``code`` is the
+    JSON-RPC error code when the server sent one.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, code: int | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.code = code
+
+
+class McpConnectionError(McpError):
+    """An MCP server did not start, could not be reached, or went away mid-call.
+
+    ``stderr`` holds the last lines the server wrote to its standard error (stdio servers), which
+    usually say why it stopped.
+    """
+
+    def __init__(
+        self, message: str, *, server: str | None = None, code: int | None = None, stderr: str = ""
+    ) -> None:
+        super().__init__(message, server=server, code=code)
+        self.stderr = stderr
+
+
+class McpTimeoutError(McpError):
+    """An MCP server did not answer in time (connecting, initialising or a call); ``timeout`` is in seconds."""
+
+    def __init__(
+        self, message: str, *, server: str | None = None, code: int | None = None, timeout: float | None = None
+    ) -> None:
+        super().__init__(message, server=server, code=code)
+        self.timeout = timeout
+
+
+class McpProtocolError(McpError):
+    """An MCP server spoke a protocol version this client does not support, or sent something malformed."""
+
+
+class McpServerError(McpError):
+    """An MCP server answered a request with an error (unknown tool, invalid arguments, internal error)."""
+
+
+class AiServiceDefinitionError(ChatClientError):
+    """An interface given to ``ai_service`` cannot become a service; raised when the service is built.
+
+    ``method`` and ``parameter`` name the declaration at fault (``None`` when not about one).
+    """
+
+    def __init__(self, message: str, method: str | None = None, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.method = method
+        self.parameter = parameter
+
+
+class ToolLoopRepeatError(ToolLoopLimitError):
+    """The model repeated the same tool call (same tool, same arguments) too often, or called one
+    tool more often than its cap allows; ``tool_name`` names the tool, ``count`` the calls seen."""
+
+    def __init__(self, message: str, tool_name: str | None = None, count: int = 0) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.count = count
+
+
+class CircuitOpenError(ModelError):
+    """A model's circuit breaker is open, so the call was not sent.
+
+    ``model`` names the model (or models) skipped; ``retry_in`` is how many seconds remain until the
+    breaker lets a probe call through.
+    """
+
+    def __init__(self, message: str, model: str | None = None, retry_in: float | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+        self.retry_in = retry_in
+
+
+class DeadlineExceededError(ChatClientError, TimeoutError):
+    """A request ran longer than its ``max_duration(seconds)``: the whole chain (tool loop and
+    re-asks included) is stopped. ``seconds`` is the limit that was set."""
+
+    def __init__(self, seconds: float, where: str = "") -> None:
+        at = f" ({where})" if where else ""
+        super().__init__(
+            f"the request exceeded its max_duration of {seconds:g} s{at}; raise max_duration(...) or "
+            "make the request cheaper (fewer tools, a smaller model, a shorter answer)"
+        )
+        self.seconds = seconds
+
+
+class BudgetExceededError(ChatClientError):
+    """A token or cost budget would be exceeded by the next model call, so it was not made.
+
+    ``usage`` is the ``Usage`` of the calls made so far under this budget, ``cost`` their cost (in the
+    price table's currency, ``None`` without prices) and ``limit`` names the limit that stopped it.
+    """
+
+    def __init__(self, message: str, usage: object = None, *, cost: float | None = None, limit: str = "") -> None:
+        super().__init__(message)
+        self.usage = usage
+        self.cost = cost
+        self.limit = limit
+
+
+class GuardrailError(ChatClientError):
+    """A guardrail rejected a request or an answer; ``failures`` lists every failure, in guard order.
+
+    Each failure is a ``chatclient.guardrails.GuardrailFailure`` with the guard's ``guardrail`` name,
+    its ``message`` and the ``cause`` it gave (if any).
+    """
+
+    def __init__(self, message: str, failures: Iterable[GuardrailFailure] = ()) -> None:
+        super().__init__(message)
+        self.failures: tuple[GuardrailFailure, ...] = tuple(failures)
+
+
+class InputGuardrailError(GuardrailError):
+    """An input guardrail rejected the request (a ``failure`` or ``fatal`` result); the model was not called."""
+
+
+class OutputGuardrailError(GuardrailError):
+    """An output guardrail rejected the answer, or retries were exhausted, or a retry followed a rewrite."""
+
+
+class EvaluationError(ChatClientError):
+    """An evaluation could not be carried out: the judge's verdict stayed malformed after re-asking,
+    an evaluator lacked an input it needs (a question, a reference answer), or a dataset is invalid."""
+
+
+class CassetteError(ChatClientError):
+    """A cassette file is unreadable, or a replay-only cassette has nothing recorded for a request."""
+
+
+class CassetteMismatchError(CassetteError):
+    """A request has no recorded match in the cassette; ``diff`` shows how it differs from the nearest one."""
+
+    def __init__(self, message: str, diff: str = "") -> None:
+        super().__init__(message)
+        self.diff = diff
+
+
 __all__ = [
     "AdvisorChainError",
+    "AiServiceDefinitionError",
     "AuthenticationError",
+    "BudgetExceededError",
+    "DeadlineExceededError",
+    "CassetteError",
+    "CassetteMismatchError",
     "ChatClientError",
+    "CircuitOpenError",
+    "EvaluationError",
     "FilterExpressionError",
+    "GuardrailError",
+    "InputGuardrailError",
+    "McpConnectionError",
+    "McpError",
+    "McpProtocolError",
+    "McpServerError",
+    "McpTimeoutError",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
@@ -169,11 +352,14 @@ __all__ = [
     "ModelResponseError",
     "ModelTimeoutError",
     "OutputConversionError",
+    "OutputGuardrailError",
     "RateLimitError",
     "RefusalError",
     "TemplateError",
     "ToolError",
     "ToolExecutionError",
     "ToolLoopLimitError",
+    "ToolLoopRepeatError",
     "UnknownToolError",
+    "VectorStoreError",
 ]

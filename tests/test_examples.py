@@ -128,6 +128,16 @@ def check_safeguard(out: str) -> None:
     assert "model calls: 3 (the refused request never reached the model)" in out
 
 
+def check_guardrails(out: str) -> None:
+    assert "model saw: Mail me at [EMAIL] or call [PHONE]." in out
+    assert "ada@example.com" not in out.split("model saw:", 1)[1].splitlines()[0]
+    assert "blocked: PromptInjectionGuardrail: possible prompt injection (instruction_override, prompt_leak)" in out
+    assert "person: name='Ada Lovelace' age=36" in out
+    assert "reprompt: Your previous answer was rejected" in out and "at $.age:" in out
+    assert "streamed: ['Ada Lovelace ', 'wrote the first program.']" in out  # the long attempt never streamed
+    assert "model calls: 5 (the blocked request never reached the model)" in out
+
+
 def check_observability(out: str) -> None:
     assert "answer: It is 14:05 in Tokyo." in out
     tree = out.split("spans:\n", 1)[1]
@@ -139,7 +149,63 @@ def check_observability(out: str) -> None:
     assert "metric gen_ai.client.operation.duration" in out
 
 
+def check_ai_service(out: str) -> None:
+    assert "chat: Hello Ada, welcome to Acme Books!" in out
+    assert "history sent: ['Hi, I am Ada.', 'Hello Ada, welcome to Acme Books!', 'What is my name?']" in out
+    assert "invoice: number='INV-2024-117' total=249.9 currency='EUR'" in out
+    assert "urgency: Urgency.HIGH" in out
+    assert "stream: We are  | sorry to hear  | that." in out
+    assert "[tool] order_status('A-42') for customer ada" in out
+    assert "track: Your order A-42 shipped yesterday and arrives Friday." in out
+    assert """tools run: [('order_status', '{"order_id": "A-42"}')] finish reason: stop""" in out
+
+
+def check_mcp_tools(out: str) -> None:
+    assert "server: shop | protocol" in out
+    assert "tools: ['order_status']" in out
+    # The result came back over MCP from the server subprocess, not from the script.
+    assert '[mcp tool] order_status({"order_id": "A-42"}) -> shipped on Monday, arriving Thursday' in out
+    assert "resource: policy://returns -> Items can be returned within 30 days with the receipt." in out
+    assert "prompt messages: ['Write a firm complaint about order A-42, which is late.']" in out
+
+
+def check_production(out: str) -> None:
+    assert "approval asked: refund_order" in out and '"amount": 80' in out
+    assert "tool: refund_order -> Denied: refunds over 50 EUR need a manager" in out  # the tool never ran
+    assert "first turn offered: ['search_tools']" in out  # not the 40 tools
+    assert "answered by: gpt-4o-mini" in out and "primary breaker: open" in out
+    assert re.search(r"request cost: \$0\.0000\d\d for \d+ tokens", out)
+    assert "primary called again: False" in out
+    took = float(re.search(r"5 calls at 20/s took ([0-9.]+) s", out).group(1))  # type: ignore[union-attr]
+    assert 0.15 <= took < 1.5
+
+
+def check_evaluation(out: str) -> None:
+    # the judge's typed verdict, then the plain checks
+    assert "relevancy: passed=True score=0.95 reasoning='It names Paris, which answers the question.'" in out
+    assert "regex: the answer matches /\\b\\d+ degrees\\b/ (at '100 degrees')" in out
+    assert "json schema: 1 schema problem(s): at $: 'city' is a required property" in out
+    # two runs compared: v2 fixed two cases and broke one
+    assert re.search(r"^spider\s+FAIL\s+0\.00", out, re.MULTILINE)
+    assert "v2: 4/5 passed (80%)" in out and "2 better, 1 worse, 2 unchanged" in out
+    assert "better: ['planet', 'light'] worse: ['spider']" in out
+    assert "reports written: ['report.html', 'report.json']" in out
+
+
+def check_vector_stores(out: str) -> None:
+    # the same filtered searches on every store that runs here, with the same results
+    assert "stores: memory, sqlite, chroma" in out
+    assert out.count("(all stores agree)") == 3 and "stores differ" not in out
+    assert "-> ['k-boil', 'k-scale', 'k-dry']" in out  # the kettle passages only, best first
+    assert "year >= 2022 AND NOT (product == 'kettle')\n   -> ['t-level']" in out
+    assert "-> ['t-level', 'k-boil', 't-crumb']" in out  # t-old is discontinued, k-scale/k-dry years not listed
+    assert "A: From the FAQ: Descale the kettle every four weeks with citric acid." in out
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
+    "vector_stores.py": check_vector_stores,
+    "evaluation.py": check_evaluation,
+    "ai_service.py": check_ai_service,
     "fluent_call.py": check_fluent_call,
     "streaming.py": check_streaming,
     "async_concurrent.py": check_async_concurrent,
@@ -147,10 +213,13 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "default_advisors.py": check_default_advisors,
     "entity_extraction.py": check_entity_extraction,
     "tools.py": check_tools,
+    "mcp_tools.py": check_mcp_tools,
     "memory_sqlite.py": check_memory_sqlite,
     "rag_markdown.py": check_rag_markdown,
     "safeguard.py": check_safeguard,
+    "guardrails.py": check_guardrails,
     "observability.py": check_observability,
+    "production.py": check_production,
 }
 
 
@@ -163,4 +232,8 @@ def test_every_example_has_a_check() -> None:
 def test_example(name: str) -> None:
     if name == "observability.py":
         pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+    if name == "mcp_tools.py":
+        pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    if name == "vector_stores.py":
+        pytest.importorskip("chromadb", reason="the chroma extra is not installed")
     CHECKS[name](run_example(name))

@@ -28,6 +28,7 @@ from chatclient.memory.serialization import (
     messages_to_json,
 )
 from chatclient.memory.sqlite import SqliteChatMemoryRepository
+from chatclient.memory.summarizing import SummarizingChatMemory, SummaryEvent
 from chatclient.memory.tokens import (
     SimpleTokenCounter,
     TiktokenTokenCounter,
@@ -59,6 +60,8 @@ __all__ = [
     "RedisChatMemoryRepository",
     "SimpleTokenCounter",
     "SqliteChatMemoryRepository",
+    "SummarizingChatMemory",
+    "SummaryEvent",
     "TiktokenTokenCounter",
     "TokenCounter",
     "TokenCounterUnavailableError",

@@ -18,34 +18,47 @@ from chatclient._lazy import lazy_getattr
 if TYPE_CHECKING:
     from chatclient.rag.augmenters import ContextualQueryAugmenter as ContextualQueryAugmenter
     from chatclient.rag.augmenters import QueryAugmenter as QueryAugmenter
+    from chatclient.rag.bm25 import BM25DocumentRetriever as BM25DocumentRetriever
     from chatclient.rag.documents import Document as Document
     from chatclient.rag.embedding import BaseEmbeddingModel as BaseEmbeddingModel
     from chatclient.rag.embedding import EmbeddingModel as EmbeddingModel
     from chatclient.rag.embedding import HashingEmbeddingModel as HashingEmbeddingModel
+    from chatclient.rag.etl import DirectoryReader as DirectoryReader
     from chatclient.rag.etl import DocumentPipeline as DocumentPipeline
     from chatclient.rag.etl import DocumentReader as DocumentReader
     from chatclient.rag.etl import DocumentTransformer as DocumentTransformer
     from chatclient.rag.etl import DocumentWriter as DocumentWriter
+    from chatclient.rag.etl import HtmlReader as HtmlReader
     from chatclient.rag.etl import JsonReader as JsonReader
     from chatclient.rag.etl import MarkdownReader as MarkdownReader
+    from chatclient.rag.etl import PdfReader as PdfReader
     from chatclient.rag.etl import TextReader as TextReader
     from chatclient.rag.etl import TokenTextSplitter as TokenTextSplitter
     from chatclient.rag.expanders import MultiQueryExpander as MultiQueryExpander
     from chatclient.rag.expanders import QueryExpander as QueryExpander
+    from chatclient.rag.fts import SqliteFtsDocumentRetriever as SqliteFtsDocumentRetriever
+    from chatclient.rag.hybrid import HybridDocumentRetriever as HybridDocumentRetriever
     from chatclient.rag.joiners import ConcatenationDocumentJoiner as ConcatenationDocumentJoiner
     from chatclient.rag.joiners import DocumentJoiner as DocumentJoiner
     from chatclient.rag.joiners import ReciprocalRankFusionJoiner as ReciprocalRankFusionJoiner
     from chatclient.rag.local_embedding import LocalEmbeddingModel as LocalEmbeddingModel
     from chatclient.rag.query import Query as Query
+    from chatclient.rag.rerank import EmbeddingReranker as EmbeddingReranker
+    from chatclient.rag.rerank import LlmReranker as LlmReranker
     from chatclient.rag.retrievers import DocumentPostProcessor as DocumentPostProcessor
     from chatclient.rag.retrievers import DocumentRetriever as DocumentRetriever
     from chatclient.rag.retrievers import VectorStoreDocumentRetriever as VectorStoreDocumentRetriever
+    from chatclient.rag.routing import QueryRouter as QueryRouter
+    from chatclient.rag.routing import Route as Route
     from chatclient.rag.search import SearchRequest as SearchRequest
     from chatclient.rag.stores import BaseVectorStore as BaseVectorStore
     from chatclient.rag.stores import SimpleVectorStore as SimpleVectorStore
     from chatclient.rag.stores import SqliteVectorStore as SqliteVectorStore
     from chatclient.rag.stores import VectorStore as VectorStore
+    from chatclient.rag.stores.chroma import ChromaVectorStore as ChromaVectorStore
+    from chatclient.rag.stores.pgvector import PgVectorStore as PgVectorStore
     from chatclient.rag.stores.qdrant import QdrantVectorStore as QdrantVectorStore
+    from chatclient.rag.stores.redis import RedisVectorStore as RedisVectorStore
     from chatclient.rag.transformers import CompressionQueryTransformer as CompressionQueryTransformer
     from chatclient.rag.transformers import QueryTransformer as QueryTransformer
     from chatclient.rag.transformers import RewriteQueryTransformer as RewriteQueryTransformer
@@ -63,6 +76,9 @@ _WHERE = {
     "SimpleVectorStore": "chatclient.rag.stores",
     "SqliteVectorStore": "chatclient.rag.stores",
     "QdrantVectorStore": "chatclient.rag.stores.qdrant",
+    "PgVectorStore": "chatclient.rag.stores.pgvector",
+    "ChromaVectorStore": "chatclient.rag.stores.chroma",
+    "RedisVectorStore": "chatclient.rag.stores.redis",
     "Query": "chatclient.rag.query",
     "QueryTransformer": "chatclient.rag.transformers",
     "RewriteQueryTransformer": "chatclient.rag.transformers",
@@ -86,6 +102,16 @@ _WHERE = {
     "JsonReader": "chatclient.rag.etl",
     "MarkdownReader": "chatclient.rag.etl",
     "TokenTextSplitter": "chatclient.rag.etl",
+    "PdfReader": "chatclient.rag.etl",
+    "HtmlReader": "chatclient.rag.etl",
+    "DirectoryReader": "chatclient.rag.etl",
+    "BM25DocumentRetriever": "chatclient.rag.bm25",
+    "HybridDocumentRetriever": "chatclient.rag.hybrid",
+    "SqliteFtsDocumentRetriever": "chatclient.rag.fts",
+    "EmbeddingReranker": "chatclient.rag.rerank",
+    "LlmReranker": "chatclient.rag.rerank",
+    "QueryRouter": "chatclient.rag.routing",
+    "Route": "chatclient.rag.routing",
 }
 
 __all__ = sorted(_WHERE)

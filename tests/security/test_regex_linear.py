@@ -55,6 +55,66 @@ def _incremental() -> None:
         IncrementalJSON().feed(text)
 
 
+def _mcp_names() -> None:
+    from chatclient.mcp.client import _slug
+    from chatclient.mcp.tools import safe_tool_name
+
+    for text in ("a!" * (N // 2), "-" * N + "x", "é" * N):
+        _slug(text)
+        safe_tool_name(text)
+
+
+def _resilience() -> None:
+    from chatclient.errors import ModelHTTPError
+    from chatclient.resilience.fallback import fallback_trigger
+    from chatclient.resilience.ratelimit import parse_reset
+    from chatclient.resilience.routing import ClassifierRouter
+
+    for text in ("context " * (N // 8) + "x", "overloade" * (N // 9), "1" * N + "m", "1." * (N // 2) + "s"):
+        fallback_trigger(ModelHTTPError(text, status=400, body=text))
+        parse_reset(text)
+    router = ClassifierRouter(None, {"billing": (None, "money questions")})  # type: ignore[arg-type]
+    for answer in ("a." * (N // 2), "!" * N, "billin" * (N // 6)):
+        assert router._pick(answer) == "billing"  # the default route: nothing matched
+
+
+def _store_names() -> None:
+    from advisors.tool_search import _words
+    from chatclient.rag.filters import postgres as pg_filter
+    from chatclient.rag.filters.redis import escape_tag
+    from chatclient.rag.stores import chroma, pgvector, qdrant, redis
+
+    hostile = ("a" * N + "!", "_" * N + " ", "1" * N + "kB!", "a." * (N // 2) + "-!")
+    for text in hostile:
+        escape_tag(text)
+        _words(text + "Ab" * (N // 4))
+        for pattern in (redis._NAME, pgvector._IDENT, pgvector._MEMORY, pg_filter._COLUMN, chroma._NAME, qdrant._PLAIN_KEY):
+            pattern.match(text)
+    pgvector._version("1." * (N // 2))
+
+
+def _retrieval() -> None:
+    from chatclient.rag.bm25 import tokenize
+    from chatclient.rag.etl.html import HtmlReader
+    from chatclient.rag.fts import SqliteFtsDocumentRetriever
+    from chatclient.rag.query import Query
+    from chatclient.rag.routing import Route
+
+    # "<a " repeated with no ">": the tag scan of the HTML reader was quadratic here (60 kB: 10 s)
+    for page in ("<a " * (N // 3), "<" * N + ">", "<p>" + "x " * (N // 2) + "\n" * N):
+        HtmlReader(page).read()
+    tokenize("a_" * (N // 2) + "!" + "é" * N)
+    fts = SqliteFtsDocumentRetriever(table="t_" + "a" * 40)
+    fts._match("word_" * (N // 5) + "é" * N)
+    for table in ("a" * N + "!", "_" * N + " "):
+        try:
+            SqliteFtsDocumentRetriever(table=table)
+        except ValueError:
+            pass  # refused, as it should be: only the time of the check matters here
+    route = Route(retriever=object(), when=r"\brefund\b")  # type: ignore[arg-type]
+    route.matches(Query("refun " * (N // 6)))
+
+
 def _cleaning() -> None:
     strip_thinking("<think>" * (N // 7))
     strip_thinking("<think>" + "</think " * (N // 8))
@@ -135,16 +195,82 @@ def _safeguard() -> None:
     normalize_for_matching("\u200b" * N + "a\u00ad" * (N // 2))
 
 
+def _guardrails() -> None:
+    from chatclient.guardrails import PiiRedactionGuardrail, PromptInjectionGuardrail, redact_pii
+
+    hostile = (
+        "a" * N + "@",
+        "a@" + "b." * (N // 2),
+        "a@" * (N // 2),
+        "1" * N,
+        "1 " * (N // 2),
+        "+(" * (N // 2),
+        "1-" * (N // 2) + "x",
+        ("x" * 70 + "@") * (N // 71),
+        "ignore " * (N // 7),
+        "ignore all " + "previous " * (N // 9),
+        "you are now " * (N // 12),
+        "A" * N,
+        "<|" * (N // 2),
+        "#" * N,
+        "### " * (N // 4),
+        "show " * (N // 5),
+        "what is " * (N // 8),
+        "system: " * (N // 8),
+        ("a" * 199 + " ") * (N // 200),
+    )
+    guard = PromptInjectionGuardrail()
+    for text in hostile:
+        redact_pii(text)
+        guard.findings(text)
+    PiiRedactionGuardrail().redact("4111 1111 1111 1111 " * (N // 20))
+
+
 def _gbnf() -> None:
     from chatclient.models.llamacpp import strict_json_gbnf
 
     strict_json_gbnf(("char ::= [^" + '"' * 10 + "\n") * (N // 20))
 
 
+def _eval_regex() -> None:
+    # Patterns that backtrack badly in `re` ((a+)+b is exponential, \s*\d+\s*x quadratic in a search);
+    # the evaluator runs them on its own NFA matcher, linear in the answer (capped at 20,000 chars).
+    from chatclient.evaluation.deterministic import RegexEvaluator
+    from chatclient.evaluation.linear_regex import LinearPattern
+
+    assert not RegexEvaluator(r"(a+)+b").evaluate("a" * N).passed
+    assert not RegexEvaluator(r"\s*\d+\s*x").evaluate(" " * (N // 2) + "1" * (N // 2)).passed
+    assert LinearPattern(r"(\w|\d)*!").search("a" * 5_000) is None
+
+
+def _plugin_names() -> None:
+    from chatclient.testing.pytest_plugin import _SAFE_NAME
+
+    _SAFE_NAME.sub("_", "[" * N + "a" * N)
+
+
 CASES: dict[str, Callable[[], None]] = {
+    "chatclient/evaluation/linear_regex.py": _eval_regex,
+    "chatclient/testing/pytest_plugin.py": _plugin_names,
     "chatclient/rag/etl/readers.py": _markdown,
     "chatclient/converters/partial.py": _partial,
     "chatclient/converters/cleaning.py": _cleaning,
+    "chatclient/rag/bm25.py": _retrieval,
+    "chatclient/rag/etl/html.py": _retrieval,
+    "chatclient/rag/fts.py": _retrieval,
+    "chatclient/rag/routing.py": _retrieval,
+    "chatclient/resilience/fallback.py": _resilience,
+    "chatclient/resilience/ratelimit.py": _resilience,
+    "chatclient/resilience/routing.py": _resilience,
+    "advisors/tool_search.py": _store_names,
+    "chatclient/rag/filters/postgres.py": _store_names,
+    "chatclient/rag/filters/redis.py": _store_names,
+    "chatclient/rag/stores/chroma.py": _store_names,
+    "chatclient/rag/stores/pgvector.py": _store_names,
+    "chatclient/rag/stores/qdrant.py": _store_names,
+    "chatclient/rag/stores/redis.py": _store_names,
+    "chatclient/mcp/client.py": _mcp_names,
+    "chatclient/mcp/tools.py": _mcp_names,
     "chatclient/converters/incremental.py": _incremental,
     "chatclient/rag/etl/splitter.py": _splitter,
     "chatclient/rag/embedding.py": _embedding,
@@ -160,6 +286,8 @@ CASES: dict[str, Callable[[], None]] = {
     "chatclient/models/structured_output.py": _rejections,
     "chatclient/models/http.py": _http_headers,
     "advisors/safeguard.py": _safeguard,
+    "chatclient/normalize.py": _safeguard,
+    "chatclient/guardrails.py": _guardrails,
     "chatclient/models/llamacpp.py": _gbnf,
 }
 
