@@ -126,7 +126,7 @@ class ChatResponse:
         return any(g.output.tool_calls for g in self.generations)
 
     def has_finish_reason(self) -> bool:
-        for g in self.generations:  # a plain loop: this runs for every chunk in every advisor
+        for g in self.generations:  # noqa: SIM110 - a plain loop: runs for every chunk in every advisor
             if g.metadata.finish_reason:
                 return True
         return False

@@ -233,7 +233,7 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
         max_iterations: int = 20,
         stream_tool_call_responses: bool = False,
         order: int = TOOL_CALL_ORDER,
-        loop_guard: ToolLoopGuard | None | object = _DEFAULT_GUARD,
+        loop_guard: ToolLoopGuard | object | None = _DEFAULT_GUARD,
     ) -> None:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be an integer >= 1")
