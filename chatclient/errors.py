@@ -282,7 +282,9 @@ class BudgetExceededError(ChatClientError):
     price table's currency, ``None`` without prices) and ``limit`` names the limit that stopped it.
     """
 
-    def __init__(self, message: str, usage: object = None, *, cost: float | None = None, limit: str = "") -> None:
+    def __init__(self, message: object, usage: object = None, *, cost: float | None = None, limit: str = "") -> None:
+        if not isinstance(message, str):  # BudgetExceededError(usage), as API.md writes it
+            message, usage = f"the budget is spent (usage so far: {message})", message
         super().__init__(message)
         self.usage = usage
         self.cost = cost

@@ -209,3 +209,14 @@ def test_wrappers_are_priced_at_their_dearest_model_or_after_the_call() -> None:
     with pytest.raises(BudgetExceededError, match="'mystery-model' answered and has no price"):
         routed.prompt("q").call().content()
     assert len(unpriced.prompts) == 1
+
+
+def test_budget_error_takes_the_usage_alone_as_api_md_writes_it() -> None:
+    from chatclient.errors import BudgetExceededError
+    from chatclient.models.base import Usage
+
+    spent = Usage(10, 5)
+    error = BudgetExceededError(spent)
+    assert error.usage is spent
+    assert "usage so far" in str(error)
+    assert BudgetExceededError("over the limit", spent).usage is spent
