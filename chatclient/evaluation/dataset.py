@@ -11,13 +11,13 @@ answer (text), or a dict of checks that become deterministic evaluators for that
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from chatclient import jsonsafe
 from chatclient.errors import EvaluationError
 
 MAX_DATASET_BYTES = 20 * 1024 * 1024
@@ -122,9 +122,9 @@ def load_dataset(source: str | Path | Iterable[Any]) -> list[EvalCase]:
                 if not line.strip() or line.lstrip().startswith("//"):
                     continue
                 try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise EvaluationError(f"{path.name} line {number}: not valid JSON ({exc.msg})") from None
+                    raw = jsonsafe.loads(line)
+                except ValueError as exc:
+                    raise EvaluationError(f"{path.name} line {number}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
                 cases.append(_case(raw, f"{path.name} line {number}"))
         elif suffix in (".yaml", ".yml"):
             try:
@@ -141,9 +141,9 @@ def load_dataset(source: str | Path | Iterable[Any]) -> list[EvalCase]:
             cases = [_case(item, f"{path.name} case {i}") for i, item in enumerate(items, 1)]
         elif suffix == ".json":
             try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise EvaluationError(f"{path.name}: not valid JSON ({exc.msg})") from None
+                data = jsonsafe.loads(text)
+            except ValueError as exc:
+                raise EvaluationError(f"{path.name}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
             items = data.get("cases") if isinstance(data, Mapping) else data
             if not isinstance(items, list):
                 raise EvaluationError(f"{path.name}: expected a list of cases (or a 'cases' list)")

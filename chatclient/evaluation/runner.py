@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chatclient import jsonsafe
 from chatclient.errors import EvaluationError
 from chatclient.evaluation.base import EvaluationRequest, EvaluationResult, to_request
 from chatclient.evaluation.dataset import EvalCase, load_dataset
@@ -311,11 +312,11 @@ class EvalReport:
         try:
             if source.stat().st_size > _MAX_REPORT_BYTES:
                 raise EvaluationError(f"the report {str(source)!r} is larger than {_MAX_REPORT_BYTES} bytes")
-            data = json.loads(source.read_text(encoding="utf-8"))
+            data = jsonsafe.loads(source.read_text(encoding="utf-8"))
         except OSError as exc:
             raise EvaluationError(f"cannot read the report {str(source)!r}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise EvaluationError(f"the report {str(source)!r} is not valid JSON ({exc.msg})") from None
+        except ValueError as exc:
+            raise EvaluationError(f"the report {str(source)!r} is not valid JSON ({getattr(exc, 'msg', exc)})") from None
         return cls.from_dict(data)
 
 

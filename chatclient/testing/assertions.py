@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chatclient import jsonsafe
 from chatclient.prompt import Prompt
 
 
@@ -97,7 +98,7 @@ def assert_prompt(
 def _arguments(text: Any) -> Any:
     if isinstance(text, str):
         try:
-            return json.loads(text)
+            return jsonsafe.loads(text)
         except ValueError:
             return text
     return text

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import httpx
 
+from chatclient import jsonsafe
 from chatclient.errors import CassetteError, CassetteMismatchError
 
 Mode = Literal["replay", "record", "new_episodes"]
@@ -62,7 +63,7 @@ def _decode_body(raw: bytes) -> Any:
         return None
     text = raw.decode("utf-8", errors="replace")
     try:
-        return json.loads(text)
+        return jsonsafe.loads(text)
     except ValueError:
         return text
 
@@ -120,7 +121,7 @@ class Cassette:
         if self.path.stat().st_size > MAX_CASSETTE_BYTES:
             raise CassetteError(f"the cassette {str(self.path)!r} is larger than {MAX_CASSETTE_BYTES} bytes")
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = jsonsafe.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise CassetteError(f"cannot read the cassette {str(self.path)!r}: {exc}; re-record it") from None
         if not isinstance(data, Mapping) or not isinstance(data.get("interactions"), list):
@@ -206,7 +207,7 @@ class Cassette:
         body = _decode_body(request.content)
         # Bodies are scrubbed before matching, so a recorded (scrubbed) body matches a live one.
         if body is not None:
-            body = json.loads(self._scrub(json.dumps(body, ensure_ascii=False), secrets))
+            body = jsonsafe.loads(self._scrub(json.dumps(body, ensure_ascii=False), secrets))
         return request.method.upper(), request.url.path, body, secrets
 
     def _find(self, method: str, path: str, body: Any) -> dict[str, Any] | None:
@@ -271,7 +272,7 @@ class Cassette:
             response["lines"] = text.split("\n")
         else:
             try:
-                response["json"] = json.loads(text) if text else None
+                response["json"] = jsonsafe.loads(text) if text else None
             except ValueError:
                 response["text"] = text
         interaction = {

@@ -244,3 +244,13 @@ def test_cli_judge_and_evaluators(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert rates["answer_correctness"][1] == report.total  # every case has a reference
     judged = [r for c in report.cases for r in c.results if r.evaluator == "answer_correctness"]
     assert {r.reasoning for r in judged} <= {"first word found", "first word missing"}
+
+
+def test_a_hostile_dataset_line_nested_too_deep_is_a_typed_error(tmp_path: Path) -> None:
+    from chatclient.errors import EvaluationError
+    from chatclient.evaluation import load_dataset
+
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"id": "a", "input": ' + "[" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(EvaluationError, match=r"line 1: not valid JSON .*deeper than"):
+        load_dataset(path)
