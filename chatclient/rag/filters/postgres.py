@@ -30,13 +30,13 @@ from typing import Any
 from chatclient.errors import FilterExpressionError
 from chatclient.rag.filters.ast import Expression, Key, Op, Scalar, Value
 from chatclient.rag.filters.evaluator import kind
+from chatclient.rag.filters.sql import join_balanced
 
 MAX_PARAMETERS = 65_535
 """PostgreSQL's limit on bound parameters in one statement."""
 
 _JSON_TYPE = {"str": "string", "number": "number", "bool": "boolean"}
 _CMP = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
-_GROUP = 8
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -114,10 +114,7 @@ class _Translator:
         return f"COALESCE({guard} AND {compare}, false)"
 
     def _chain(self, op: Op, operands: tuple[Expression, ...]) -> str:
-        parts = [self.translate(o) for o in operands]
-        while len(parts) > _GROUP:
-            parts = ["(" + f" {op.value} ".join(parts[i : i + _GROUP]) + ")" for i in range(0, len(parts), _GROUP)]
-        return "(" + f" {op.value} ".join(parts) + ")"
+        return join_balanced(op, [self.translate(o) for o in operands])
 
     def translate(self, e: Expression) -> str:
         op = e.op

@@ -32,6 +32,17 @@ _GUARDS = {
 }
 _CMP = {Op.EQ: "=", Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 _GROUP = 8  # terms per parenthesised group of a long chain
+
+
+def join_balanced(op: Op, parts: list[str]) -> str:
+    """``parts`` joined by AND/OR in balanced parenthesised groups of ``_GROUP``.
+
+    A flat chain of a thousand terms exceeds SQLite's expression depth (and deepens PostgreSQL's
+    parse); balanced groups keep the depth logarithmic in the number of terms.
+    """
+    while len(parts) > _GROUP:
+        parts = ["(" + f" {op.value} ".join(parts[i : i + _GROUP]) + ")" for i in range(0, len(parts), _GROUP)]
+    return "(" + f" {op.value} ".join(parts) + ")"
 _INT64 = (-(2**63), 2**63 - 1)
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?\Z")
 
@@ -95,11 +106,7 @@ class _Translator:
         return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
 
     def _chain(self, op: Op, operands: tuple[Expression, ...]) -> str:
-        parts = [self.translate(o) for o in operands]
-        # Balanced groups keep both the parser's nesting and SQLite's expression depth logarithmic.
-        while len(parts) > _GROUP:
-            parts = ["(" + f" {op.value} ".join(parts[i : i + _GROUP]) + ")" for i in range(0, len(parts), _GROUP)]
-        return "(" + f" {op.value} ".join(parts) + ")"
+        return join_balanced(op, [self.translate(o) for o in operands])
 
     def translate(self, e: Expression) -> str:
         op = e.op
