@@ -6,7 +6,7 @@ try:
     import mcp_types as types
     from mcp.client.session import ClientRequestContext, ClientSession, IncomingMessage
     from mcp.client.sse import sse_client
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -21,7 +21,6 @@ __all__ = [
     "MCPError",
     "StdioServerParameters",
     "sse_client",
-    "stdio_client",
     "streamable_http_client",
     "types",
 ]

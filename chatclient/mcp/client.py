@@ -45,10 +45,10 @@ from chatclient.mcp._sdk import (
     MCPError,
     StdioServerParameters,
     sse_client,
-    stdio_client,
     streamable_http_client,
     types,
 )
+from chatclient.mcp._stdio import DEFAULT_MAX_MESSAGE_BYTES, bounded_stdio_client, check_max_message_bytes
 from chatclient.messages import Message
 
 if TYPE_CHECKING:
@@ -231,6 +231,7 @@ class McpClient:
         self._tools_version = 0
         self._tools_refresh: asyncio.Task[None] | None = None
         self._lost: BaseException | None = None
+        self._transport_error: McpError | None = None
         self._secrets: tuple[str, ...] = ()
 
     # -- construction -----------------------------------------------------------------------------
@@ -249,11 +250,14 @@ class McpClient:
         sampling: ChatClient | None = None,
         approve_sampling: SamplingApproval | None = None,
         logger: Any = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> McpClient:
         """A server started as a subprocess speaking JSON-RPC on stdin/stdout.
 
         ``env`` is added to a minimal inherited environment (``PATH``, ``HOME``...), as the SDK does,
         so secrets in the parent's environment do not leak to the server unless passed here.
+        ``max_message_bytes`` bounds one message (one stdout line, default 16 MiB): a longer one
+        closes the connection and fails the pending calls with ``McpProtocolError``.
         """
         if not isinstance(command, str) or not command:
             raise ValueError("command must be a non-empty string (the server executable)")
@@ -263,9 +267,16 @@ class McpClient:
         params = StdioServerParameters(
             command=command, args=argv, env=dict(env) if env else None, cwd=Path(cwd) if cwd is not None else None
         )
+        limit = check_max_message_bytes(max_message_bytes)
         label = shlex.join([Path(command).name, *argv])[:200]
-        return cls(
-            lambda errlog: stdio_client(params, errlog=errlog),
+
+        def open_transport(errlog: Any) -> Any:
+            return bounded_stdio_client(
+                params, errlog, max_message_bytes=limit, label=label, on_error=client._transport_failed
+            )
+
+        client = cls(
+            open_transport,
             label=label,
             name=name,
             timeout=timeout,
@@ -275,6 +286,7 @@ class McpClient:
             approve_sampling=approve_sampling,
             logger=logger,
         )
+        return client
 
     @classmethod
     def http(
@@ -476,6 +488,7 @@ class McpClient:
         self._stderr = _StderrTail() if self._capture_stderr else None
         self._closing = asyncio.Event()
         self._lost = None
+        self._transport_error = None
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._owner = asyncio.get_running_loop().create_task(self._own(ready), name=f"mcp-{_slug(self._label)}")
         try:
@@ -601,12 +614,21 @@ class McpClient:
             error.args = (text,)
         return error
 
+    def _transport_failed(self, error: McpError) -> None:
+        """The transport gave up on the connection (e.g. an oversized message): later failures report this."""
+        self._transport_error = error
+        self._lost = error
+
     def _owner_done(self) -> bool:
         return self._owner is None or self._owner.done()
 
     def _classify(self, exc: BaseException, what: str, timeout: float | None, *, starting: bool) -> McpError:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
+        known = self._transport_error
+        if known is not None and not (isinstance(exc, MCPError) and exc.code != types.CONNECTION_CLOSED):
+            # The transport closed the connection on purpose: say why, in a fresh error per caller.
+            return type(known)(str(known), server=known.server, code=known.code)
         if isinstance(exc, McpError):
             return exc
         server = self._label
