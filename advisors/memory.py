@@ -35,6 +35,7 @@ from chatclient.messages import (
 from chatclient.models.base import ChatResponse, ResponseAggregator
 from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys, apply_screens, screens_of
 from chatclient.templates import JinjaTemplateRenderer, TemplateRenderer, default_renderer
+from chatclient.tools.approval import RESUME_TOOL_CALLS
 
 # Quotes are escaped too, so an entry cannot break out of an attribute in a custom template.
 _XML_ENTITIES = {'"': "&quot;", "'": "&apos;"}
@@ -88,6 +89,11 @@ class _ChatMemoryAdvisor(BaseAdvisor):
     # -- shared steps --------------------------------------------------------------------------
 
     def _prepare(self, request: ChatClientRequest, conversation_id: str) -> tuple[ChatClientRequest, Message | None]:
+        if RESUME_TOOL_CALLS in request.context:
+            # A resumed approval (spec.resume) carries the whole paused conversation in its prompt, and
+            # its question was stored when the request paused: add neither again, keep only what the
+            # resumed turn adds (the decided tool calls, their results and the answer).
+            return request, None
         history = self.chat_memory.get(conversation_id)
         request.emit(
             AdvisorEvent(

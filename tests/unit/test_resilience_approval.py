@@ -146,3 +146,30 @@ def test_resume_checks_its_inputs() -> None:
         ApprovalDecision.deny("  ")
     with pytest.raises(ValueError, match="JSON object"):
         ApprovalDecision.edit("[1, 2]")
+
+
+def test_resume_with_a_memory_advisor_sends_and_stores_the_conversation_once(mode: str) -> None:
+    from advisors import MessageChatMemoryAdvisor
+    from chatclient.memory import MessageWindowChatMemory
+
+    memory = MessageWindowChatMemory()
+    model = ScriptedChatModel(["Hello Ana.", turn()])
+    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory), ToolApprovalAdvisor()).build()
+    run_spec(client.prompt("I am Ana"), mode)
+    paused = run_spec(client.prompt("pay bob 50").tools(send_money, balance), mode)
+    pending = ToolApprovalAdvisor.pending(paused)
+    assert pending is not None
+    model.add("Sent 50 to bob.")
+    run_spec(client.prompt().tools(send_money, balance).resume(pending, {"c2": ApprovalDecision.approve()}), mode)
+
+    def shape(messages: object) -> list[tuple[str, str]]:
+        return [(type(m).__name__, m.text or "") for m in messages]  # type: ignore[attr-defined]
+
+    sent = shape(model.prompts[-1].messages)
+    assert sent[:3] == [("UserMessage", "I am Ana"), ("AssistantMessage", "Hello Ana."), ("UserMessage", "pay bob 50")]
+    assert [kind for kind, _ in sent].count("UserMessage") == 2  # the history once, not twice
+    stored = shape(memory.get("default"))
+    assert stored[:3] == sent[:3]
+    assert [kind for kind, _ in stored].count("UserMessage") == 2  # the question stored at the pause only
+    assert stored[-1] == ("AssistantMessage", "Sent 50 to bob.")
+    assert any(kind == "ToolResponseMessage" for kind, _ in stored)
