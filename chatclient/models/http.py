@@ -28,6 +28,7 @@ import asyncio
 import base64
 import email.utils
 import functools
+import itertools
 import json
 import logging
 import os
@@ -100,6 +101,18 @@ _DRAIN_BYTES = 64 * 1024
 _LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 _SYNC_STRIPES = 8  # sync connection pools per model, picked by thread
 _ASYNC_STRIPES = 32  # async connection pools per model and event loop, picked by task
+
+
+_THREAD_SLOTS = threading.local()
+_NEXT_SLOT = itertools.count()
+
+
+def _thread_slot() -> int:
+    """A small number per thread, handed out in turn (thread idents are aligned addresses: no spread)."""
+    slot: int | None = getattr(_THREAD_SLOTS, "slot", None)
+    if slot is None:
+        slot = _THREAD_SLOTS.slot = next(_NEXT_SLOT)  # count() is atomic under the GIL
+    return slot
 
 
 @functools.lru_cache(maxsize=1)
@@ -658,7 +671,7 @@ class HTTPTransport:
             return self._client
         # Calls from many threads share one pool per stripe instead of one for all: httpcore's pool
         # serialises every request and response on one lock, which makes 64 threads slower than 16.
-        stripe = threading.get_ident() % _SYNC_STRIPES
+        stripe = _thread_slot() % _SYNC_STRIPES
         client = self._stripes[stripe]
         if client is None:
             with self._lock:
