@@ -10,6 +10,7 @@ from typing import Any
 
 from chatclient.errors import DocumentReadError
 from chatclient.rag.documents import Document
+from chatclient.rag.etl._files import read_bounded
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_NODES = 2_000_000
@@ -186,16 +187,7 @@ class HtmlReader:
                 )
             return self._text
         assert self.path is not None
-        try:
-            with self.path.open("rb") as f:
-                data = f.read(self.max_bytes + 1)
-        except OSError as exc:
-            raise DocumentReadError(f"cannot read {self.source}: {exc.strerror or exc}", self.source) from exc
-        if len(data) > self.max_bytes:
-            raise DocumentReadError(
-                f"{self.source} is more than max_bytes={self.max_bytes} bytes; raise max_bytes", self.source
-            )
-        return data.decode(self.encoding, errors="replace")
+        return read_bounded(self.path, self.max_bytes, self.source).decode(self.encoding, errors="replace")
 
     def read(self) -> list[Document]:
         """The page as one Document (none when it has no text)."""

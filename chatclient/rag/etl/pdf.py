@@ -12,6 +12,7 @@ from typing import Any
 
 from chatclient.errors import DocumentReadError
 from chatclient.rag.documents import Document
+from chatclient.rag.etl._files import read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -73,28 +74,15 @@ class PdfReader:
         return self.path.name if self.path is not None else "<bytes>"
 
     def _bytes(self) -> bytes:
-        if self._data is not None:
-            data = self._data
-        else:
+        if self._data is None:
             assert self.path is not None
-            try:
-                size = self.path.stat().st_size
-                if size > self.max_bytes:
-                    raise DocumentReadError(
-                        f"{self.source} is {size} bytes, more than max_bytes={self.max_bytes}; "
-                        "raise max_bytes to read it",
-                        self.source,
-                    )
-                with self.path.open("rb") as f:
-                    data = f.read(self.max_bytes + 1)
-            except OSError as exc:
-                raise DocumentReadError(f"cannot read {self.source}: {exc.strerror or exc}", self.source) from exc
-        if len(data) > self.max_bytes:
+            return read_bounded(self.path, self.max_bytes, self.source)
+        if len(self._data) > self.max_bytes:
             raise DocumentReadError(
                 f"{self.source} is more than max_bytes={self.max_bytes} bytes; raise max_bytes to read it",
                 self.source,
             )
-        return data
+        return self._data
 
     def read(self) -> list[Document]:
         """The pages with text, in order."""
