@@ -161,22 +161,33 @@ def _build_union(tp: Any, value: Any) -> Any:
 
 
 def _build_model(tp: type[BaseModel], value: Mapping[str, Any]) -> BaseModel:
+    types, fields_plan = _plan(tp)[1]
+    return _model_from(tp, fields_plan, {k: build_partial(types[k], v) for k, v in value.items() if k in types})
+
+
+def _model_from(tp: type[BaseModel], fields_plan: Sequence[tuple[str, str | None, bool]], got: Mapping[str, Any]) -> BaseModel:
+    """The model from shaped values by JSON key (its alias when that was sent, else its name)."""
     fields: dict[str, Any] = {}
-    for name, info in tp.model_fields.items():
-        key = info.alias if info.alias is not None and info.alias in value else name
-        if key in value:
-            fields[name] = build_partial(info.annotation, value[key])
-        elif info.is_required():
+    for name, alias, required in fields_plan:
+        key = alias if alias is not None and alias in got else name
+        if key in got:
+            fields[name] = got[key]
+        elif required:
             fields[name] = None  # not received yet; non-required fields get their default
     return tp.model_construct(**fields)
 
 
 def _build_dataclass(tp: type[Any], value: Mapping[str, Any]) -> Any:
-    hints = typing.get_type_hints(tp)
+    types = _plan(tp)[1]
+    return _dataclass_from(tp, {k: build_partial(types[k], v) for k, v in value.items() if k in types})
+
+
+def _dataclass_from(tp: type[Any], got: Mapping[str, Any]) -> Any:
+    """The dataclass from shaped field values; fields not received hold their default, else None."""
     obj = object.__new__(tp)
     for f in dataclasses.fields(tp):
-        if f.name in value:
-            v = build_partial(hints.get(f.name, Any), value[f.name])
+        if f.name in got:
+            v = got[f.name]
         elif f.default is not dataclasses.MISSING:
             v = f.default
         elif f.default_factory is not dataclasses.MISSING:
@@ -415,7 +426,7 @@ class _Shaper:
                 return None if info[1] else _leaf(tp, _materialize(frame))
             return self._items(frame, tp, info[0], info[2])
         if kind == _DATACLASS:
-            return self._dataclass(tp, frame) if frame.is_dict else None
+            return self._dataclass(tp, frame, info) if frame.is_dict else None
         if kind == _INNER:
             return self._frame(info, frame)
         if kind == _ANY:
@@ -456,32 +467,10 @@ class _Shaper:
 
     def _model(self, tp: type[BaseModel], frame: Frame, info: tuple[Any, ...]) -> BaseModel:
         types, fields_plan = info
-        got = self._items(frame, tp, types, None)
-        fields: dict[str, Any] = {}
-        for name, alias, required in fields_plan:
-            key = alias if alias is not None and alias in got else name
-            if key in got:
-                fields[name] = got[key]
-            elif required:
-                fields[name] = None
-        return tp.model_construct(**fields)
+        return _model_from(tp, fields_plan, self._items(frame, tp, types, None))
 
-    def _dataclass(self, tp: type[Any], frame: Frame) -> Any:
-        hints = _hints(tp)
-        names = _field_names(tp)
-        got = self._items(frame, tp, {k: hints.get(k, Any) for k in names}, None)
-        obj = object.__new__(tp)
-        for f in dataclasses.fields(tp):
-            if f.name in got:
-                v = got[f.name]
-            elif f.default is not dataclasses.MISSING:
-                v = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                v = f.default_factory()
-            else:
-                v = None
-            object.__setattr__(obj, f.name, v)
-        return obj
+    def _dataclass(self, tp: type[Any], frame: Frame, types: Mapping[str, Any]) -> Any:
+        return _dataclass_from(tp, self._items(frame, tp, types, None))
 
 
 _SKIP: Any = object()
@@ -518,7 +507,8 @@ def _make_plan(tp: Any) -> tuple[int, Any]:
             plan = [(name, info.alias, info.is_required()) for name, info in tp.model_fields.items()]
             return _MODEL, (types, plan)
         if dataclasses.is_dataclass(tp):
-            return _DATACLASS, None
+            hints = _hints(tp)
+            return _DATACLASS, {f.name: hints.get(f.name, Any) for f in dataclasses.fields(tp)}
         if typing.is_typeddict(tp):
             return _KEYED, (_hints(tp), True, None)
     if origin is not None and isinstance(origin, type):
@@ -565,10 +555,6 @@ def _hints(tp: Any) -> dict[str, Any]:
     if found is None:
         found = _HINTS[tp] = typing.get_type_hints(tp)
     return found
-
-
-def _field_names(tp: Any) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(tp))
 
 
 def _equal(a: Any, b: Any) -> bool:
