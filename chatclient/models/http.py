@@ -40,7 +40,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 import httpx
@@ -56,6 +56,7 @@ from chatclient.errors import (
     ModelTimeoutError,
     RateLimitError,
 )
+from chatclient.models._pooled import PooledHTTPResource
 from chatclient.models.base import BaseChatModel, ChatResponse, ModelCapabilities
 from chatclient.models.response_headers import notify_response
 from chatclient.models.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, LineDecoder, parse_json
@@ -67,6 +68,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "HTTPChatModel",
     "HTTPTransport",
+    "PooledHTTPResource",
     "ResponseLimits",
     "RetryPolicy",
     "StreamParser",
@@ -1191,36 +1193,6 @@ class StreamParser(Protocol):
     def finish(self) -> list[ChatResponse]:
         """The last chunk(s), called once ``done`` is true."""
         ...
-
-
-class PooledHTTPResource:
-    """Closing and context-manager support for anything that owns an ``HTTPTransport`` as ``_http``.
-
-    ``close()``/``aclose()`` release pooled connections; clients injected by the caller are left to
-    their owner.
-    """
-
-    _http: HTTPTransport
-
-    def close(self) -> None:
-        """Release pooled connections."""
-        self._http.close()
-
-    async def aclose(self) -> None:
-        """Async ``close``."""
-        await self._http.aclose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class HTTPChatModel(BaseChatModel, PooledHTTPResource):

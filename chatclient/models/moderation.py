@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from chatclient.errors import ModelResponseError
+from chatclient.models._pooled import PooledHTTPResource
 
 if TYPE_CHECKING:
     import httpx
@@ -57,7 +58,7 @@ class ModerationModel(Protocol):
         ...
 
 
-class OpenAIModerationModel:
+class OpenAIModerationModel(PooledHTTPResource):
     """OpenAI's moderation endpoint (``POST {base_url}/moderations``) over the shared HTTP layer.
 
     Works with any server speaking the same format (pass ``base_url``; the key is then optional).
@@ -113,26 +114,6 @@ class OpenAIModerationModel:
     async def amoderate(self, text: str) -> Moderation:
         """Async ``moderate``."""
         return parse_moderation(await self._http.apost("/moderations", self._body(text)))
-
-    def close(self) -> None:
-        """Release pooled connections (clients passed in stay open: their owner closes them)."""
-        self._http.close()
-
-    async def aclose(self) -> None:
-        """Async ``close``."""
-        await self._http.aclose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def parse_moderation(payload: Any) -> Moderation:
