@@ -23,7 +23,7 @@ from chatclient.memory.base import (
     check_messages,
 )
 from chatclient.memory.in_memory import InMemoryChatMemoryRepository
-from chatclient.memory.window import DEFAULT_MAX_MESSAGES, evict, merge_messages, tool_units
+from chatclient.memory.window import DEFAULT_MAX_MESSAGES, evict, first_intact_unit, merge_messages, tool_units
 from chatclient.messages import AssistantMessage, Message, SystemMessage, ToolResponseMessage
 
 if TYPE_CHECKING:
@@ -84,22 +84,10 @@ def _assemble(systems: Sequence[Message], summary: SystemMessage | None, rest: S
     return [*systems, *([summary] if summary is not None else []), *rest]
 
 
-def _broken(messages: Sequence[Message], unit: list[int], *, last: bool) -> bool:
-    first = messages[unit[0]]
-    if isinstance(first, ToolResponseMessage):
-        return True
-    if not isinstance(first, AssistantMessage) or not first.tool_calls or last:
-        return False
-    answered = {r.id for i in unit[1:] for r in getattr(messages[i], "responses", ())}
-    return any(c.id not in answered for c in first.tool_calls)
-
-
 def _drop_broken_start(rest: list[Message]) -> list[Message]:
     """Drop a leading tool response without its call (or a finished call missing responses), as windows do."""
     units = tool_units(rest)
-    k = 0
-    while k < len(units) and _broken(rest, units[k], last=k == len(units) - 1):
-        k += 1
+    k = first_intact_unit(rest, units, 0)
     return rest if k == 0 else rest[units[k][0] :] if k < len(units) else []
 
 
@@ -228,14 +216,11 @@ class SummarizingChatMemory:
         k = 0
         while k < len(units) and units[k][-1] < boundary:
             k += 1
-        # units[k] holds the boundary (or starts after it): keep that whole exchange verbatim
-        boundary = units[k][0] if k < len(units) else len(rest)
-        # a tool response without its call, or a finished call missing responses, must not start
+        # units[k] holds the boundary (or starts after it): that whole exchange stays verbatim.
+        # A tool response without its call, or a finished call missing responses, must not start
         # the verbatim part (providers reject it): fold such units into the summary too
-        while k < len(units) and _broken(rest, units[k], last=k == len(units) - 1):
-            k += 1
-            boundary = units[k][0] if k < len(units) else len(rest)
-        return boundary
+        k = first_intact_unit(rest, units, k)
+        return units[k][0] if k < len(units) else len(rest)
 
     def _transcript(self, older: list[Message]) -> str:
         lines = [_line(m, self.max_message_chars) for m in older]

@@ -78,15 +78,25 @@ def evict(messages: Sequence[Message], size: Callable[[Message], int], limit: in
     # A tool response whose call is not in front of it (never stored), or a finished tool-call turn
     # missing responses, would be a broken exchange at the window's start, which providers reject.
     # The last unit may be a tool-call message whose responses are still to be added: it stays.
-    while k < len(units) and _broken(messages, units[k], last=k == len(units) - 1):
-        drop.update(units[k])
-        k += 1
+    for j in range(k, first_intact_unit(messages, units, k)):
+        drop.update(units[j])
     if not drop:
         return list(messages)
     return [m for i, m in enumerate(messages) if i not in drop]
 
 
+def first_intact_unit(messages: Sequence[Message], units: list[list[int]], start: int) -> int:
+    """The index of the first unit from ``start`` on that can begin a conversation (see ``_broken``);
+    ``len(units)`` when none can."""
+    k = start
+    while k < len(units) and _broken(messages, units[k], last=k == len(units) - 1):
+        k += 1
+    return k
+
+
 def _broken(messages: Sequence[Message], unit: list[int], *, last: bool) -> bool:
+    """True when a unit of ``tool_units`` cannot stand alone: it starts with tool results, or its tool
+    calls are not all answered (allowed only for the ``last`` unit, whose answers may still come)."""
     first = messages[unit[0]]
     if isinstance(first, ToolResponseMessage):
         return True
