@@ -8,7 +8,8 @@ installed (the default) every hook is a single ``None`` check, so the hooks cost
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 
@@ -58,6 +59,27 @@ def observe_retrieval(store: Any, request: Any) -> Observation | None:
     observer = _observer
     start = getattr(observer, "start_retrieval", None) if observer is not None else None
     return None if start is None else start(store, request)  # type: ignore[no-any-return]
+
+
+@contextmanager
+def observed(observation: Observation | None) -> Iterator[Callable[[Any], None]]:
+    """Finish ``observation`` (possibly ``None``: nothing to do) with the work's outcome.
+
+    ``with observed(observe_retrieval(store, request)) as done: ...; done(result)`` finishes it with
+    the result, or with the error that leaves the block.
+    """
+    if observation is None:
+        yield _ignore
+        return
+    try:
+        yield observation.finish
+    except BaseException as exc:
+        observation.finish(error=exc)
+        raise
+
+
+def _ignore(_: Any) -> None:
+    pass
 
 
 def observe_iterator(observation: Observation, iterator: Iterator[Any]) -> Iterator[Any]:

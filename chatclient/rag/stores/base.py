@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from chatclient.observation import observe_embedding, observe_retrieval
+from chatclient.observation import observe_embedding, observe_retrieval, observed
 from chatclient.rag.documents import Document
 from chatclient.rag.embedding import aembed_with, as_matrix, check_texts, normalize_rows
 from chatclient.rag.filters import Expression, as_expression
@@ -117,29 +117,17 @@ class BaseVectorStore:
     def _embed(self, texts: list[str]) -> NDArray[np.float32]:
         parts = []
         for batch in _batches(texts, self.embed_batch_size):
-            obs = observe_embedding(self.embedding_model, len(batch))  # None unless an observer is installed
-            try:
+            with observed(observe_embedding(self.embedding_model, len(batch))) as done:
                 parts.append(as_matrix(self.embedding_model.embed(batch), len(batch)))
-            except BaseException as exc:
-                if obs is not None:
-                    obs.finish(error=exc)
-                raise
-            if obs is not None:
-                obs.finish(parts[-1])
+                done(parts[-1])
         return normalize_rows(np.vstack(parts))
 
     async def _aembed(self, texts: list[str]) -> NDArray[np.float32]:
         parts = []
         for batch in _batches(texts, self.embed_batch_size):
-            obs = observe_embedding(self.embedding_model, len(batch))
-            try:
+            with observed(observe_embedding(self.embedding_model, len(batch))) as done:
                 parts.append(await aembed_with(self.embedding_model, batch))
-            except BaseException as exc:
-                if obs is not None:
-                    obs.finish(error=exc)
-                raise
-            if obs is not None:
-                obs.finish(parts[-1])
+                done(parts[-1])
         return normalize_rows(np.vstack(parts))
 
     # -- the contract ---------------------------------------------------------------------------
@@ -163,15 +151,9 @@ class BaseVectorStore:
         req = as_search_request(request)
         if req.top_k == 0:
             return []
-        obs = observe_retrieval(self, req)
-        try:
+        with observed(observe_retrieval(self, req)) as done:
             found = self._query(self._embed([req.query])[0], req)
-        except BaseException as exc:
-            if obs is not None:
-                obs.finish(error=exc)
-            raise
-        if obs is not None:
-            obs.finish(found)
+            done(found)
         return found
 
     async def aadd(self, documents: Sequence[Document]) -> None:
@@ -190,16 +172,10 @@ class BaseVectorStore:
         req = as_search_request(request)
         if req.top_k == 0:
             return []
-        obs = observe_retrieval(self, req)
-        try:
+        with observed(observe_retrieval(self, req)) as done:
             vector = (await self._aembed([req.query]))[0]
             result: list[Document] = await self._run(self._query, vector, req)
-        except BaseException as exc:
-            if obs is not None:
-                obs.finish(error=exc)
-            raise
-        if obs is not None:
-            obs.finish(result)
+            done(result)
         return result
 
     async def _run(self, fn: Any, *args: Any) -> Any:
