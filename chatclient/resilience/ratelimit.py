@@ -273,7 +273,9 @@ class RateLimiter:
             return
         get = headers.get
         if status == 429:
-            retry = parse_reset(get("retry-after")) or parse_reset(get("x-ratelimit-reset-requests"))
+            from chatclient.models.http import parse_retry_after  # the retry rule's own reading of the header
+
+            retry = parse_retry_after(headers) or parse_reset(get("x-ratelimit-reset-requests"))
             self.pause(retry if retry is not None else 1.0)
         for kind, bucket in (("requests", self._requests), ("tokens", self._tokens)):
             remaining = _int(get(f"x-ratelimit-remaining-{kind}"))

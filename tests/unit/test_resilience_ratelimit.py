@@ -174,3 +174,18 @@ def test_usage_of_streams_settles_tokens() -> None:
     model = limiter.wrap(ScriptedChatModel([["one ", "two"]]))
     list(model.stream(Prompt("four words are here")))
     assert seen and seen[0][1] == Usage(4, 2).total_tokens
+
+
+def test_a_429_with_an_http_date_or_milliseconds_retry_after_pauses_for_that_long() -> None:
+    import email.utils
+    import time as _time
+
+    from chatclient.resilience import RateLimiter
+
+    now = [1000.0]
+    limiter = RateLimiter(requests_per_minute=600, clock=lambda: now[0])
+    limiter.observe(429, {"retry-after-ms": "2500"})
+    assert limiter._paused_until == 1002.5
+    later = email.utils.formatdate(_time.time() + 30, usegmt=True)
+    limiter.observe(429, {"retry-after": later})
+    assert 1025.0 <= limiter._paused_until <= 1031.0
