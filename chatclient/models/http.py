@@ -572,6 +572,55 @@ def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     )
 
 
+class WireResponse(Protocol):
+    """What the HTTP layer reads of an answer: an ``httpx.Response``, or a transport's lighter
+    direct response (``chatclient.models.aiohttp_transport.DirectResponse``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def encoding(self) -> str | None: ...
+
+    @property
+    def url(self) -> object: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _DirectAnswer(WireResponse, Protocol):
+    def as_httpx(self, request: httpx.Request) -> httpx.Response: ...
+
+
+class _DirectPoster(Protocol):
+    async def direct_post(
+        self, url: str, headers: Mapping[str, str], content: bytes, timeout: httpx.Timeout
+    ) -> _DirectAnswer: ...
+
+
+def _direct_poster(client: httpx.AsyncClient) -> _DirectPoster | None:
+    """The transport under ``client`` if a POST can go to it straight, past httpx's client layer.
+
+    Only a transport that offers ``direct_post`` (``AiohttpTransport``), and only while the client
+    adds nothing of its own to a request: no auth, event hooks, cookies, query parameters or
+    mounted transports (the client's default headers are merged in by the caller).
+    """
+    transport = getattr(client, "_transport", None)
+    if getattr(transport, "direct_post", None) is None:
+        return None
+    hooks = client.event_hooks
+    if client.auth is not None or hooks["request"] or hooks["response"] or client.params or client.cookies:
+        return None
+    if getattr(client, "_mounts", None):
+        return None
+    return transport  # type: ignore[return-value]
+
+
 class _Body:
     """Bounded accumulation of a response body (after content decoding)."""
 
@@ -592,7 +641,7 @@ class _Body:
             )
         self._parts.append(chunk)
 
-    def text(self, response: httpx.Response) -> str:
+    def text(self, response: WireResponse) -> str:
         return b"".join(self._parts).decode(response.encoding or "utf-8", "replace")
 
 
@@ -657,6 +706,7 @@ class HTTPTransport:
         self._owns_aclient = async_http_client is None
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._astripes: list[httpx.AsyncClient | None] = [None] * _ASYNC_STRIPES
+        self._direct_headers_for: tuple[list[tuple[bytes, bytes]], dict[str, str]] | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -841,7 +891,7 @@ class HTTPTransport:
             response.close()
         return body.text(response)
 
-    async def _aread(self, response: httpx.Response, limit: int, what: str) -> str:
+    async def _aread(self, response: WireResponse, limit: int, what: str) -> str:
         body = _Body(limit, what)
         try:
             async for chunk in response.aiter_bytes():
@@ -854,7 +904,7 @@ class HTTPTransport:
             await response.aclose()
         return body.text(response)
 
-    def _too_large(self, response: httpx.Response) -> bool:
+    def _too_large(self, response: WireResponse) -> bool:
         length = response.headers.get("content-length")
         return bool(length and length.isdigit() and int(length) > self.limits.max_response_bytes)
 
@@ -905,30 +955,59 @@ class HTTPTransport:
             time.sleep(delay)
             retries += 1
 
-    async def _asend(self, path: str, body: Any) -> httpx.Response:
+    def _direct_headers(self, client: httpx.AsyncClient) -> dict[str, str]:
+        """The headers httpx would send for ``client``: its defaults under this transport's own."""
+        raw = client.headers.raw
+        cached = self._direct_headers_for
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        merged = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+        merged.update(self._headers)
+        if "accept-encoding" not in self._headers:
+            merged["accept-encoding"] = "gzip, deflate"  # what the direct path decodes
+        self._direct_headers_for = (raw, merged)
+        return merged
+
+    async def _aexchange(self, client: httpx.AsyncClient, path: str, content: bytes) -> WireResponse:
+        """One attempt: send, follow redirects, and return the final answer with its body unread."""
+        direct = _direct_poster(client)
+        if direct is not None:
+            answer = await direct.direct_post(self.base_url + path, self._direct_headers(client), content, self.timeout)
+            if 200 <= answer.status_code < 300:
+                notify_response(answer.status_code, answer.headers)
+                return answer
+            # Redirects and errors take the ordinary path from here, with an httpx request/response pair.
+            request = self._build(client, path, content)
+            response = answer.as_httpx(request)
+        else:
+            request = self._build(client, path, content)
+            response = await client.send(request, stream=True, follow_redirects=False)
+        hops = 0
+        while True:
+            notify_response(response.status_code, response.headers)
+            following = self._redirect(request, response, hops) if response.status_code < 400 else None
+            if following is None:
+                return response
+            await self._aread(response, self._error_limit(), "redirect body")
+            request, hops = following, hops + 1
+            response = await client.send(request, stream=True, follow_redirects=False)
+
+    async def _asend(self, path: str, body: Any) -> WireResponse:
         """Async ``_send``."""
         client = self._async_client()
         content = self._encode(body)
         retries = 0
         error: ModelError
         while True:
-            headers: httpx.Headers | None = None
+            headers: Mapping[str, str] | None = None
             obs = self._observe_attempt(path, retries)
             try:
-                request = self._build(client, path, content)
-                hops = 0
-                while True:
-                    response = await client.send(request, stream=True, follow_redirects=False)
-                    notify_response(response.status_code, response.headers)
-                    following = self._redirect(request, response, hops) if response.status_code < 400 else None
-                    if following is None:
-                        break
-                    await self._aread(response, self._error_limit(), "redirect body")
-                    request, hops = following, hops + 1
+                response = await self._aexchange(client, path, content)
                 if response.status_code < 300:
                     if obs is not None:
                         obs.finish(response)
                     return response
+                assert isinstance(response, httpx.Response)  # only 2xx answers come back direct
                 text = await self._aread(response, self._error_limit(), f"{self.provider} error body")
                 error, headers = self._unexpected(response, text), response.headers
                 if obs is not None:
@@ -981,7 +1060,7 @@ class HTTPTransport:
             raise ModelResponseError(f"{self.provider} response is larger than {self.limits.max_response_bytes} bytes")
         return self._decode(await self._aread(response, self.limits.max_response_bytes, f"{self.provider} response"))
 
-    def _stream_checks(self, response: httpx.Response) -> tuple[LineDecoder, _Body, _EventBound | None]:
+    def _stream_checks(self, response: WireResponse) -> tuple[LineDecoder, _Body, _EventBound | None]:
         lines = LineDecoder(self.limits.max_line_bytes)
         total = _Body(self.limits.max_response_bytes, f"{self.provider} stream")
         sse = "text/event-stream" in response.headers.get("content-type", "")
@@ -1122,7 +1201,7 @@ class LineStream:
 class AsyncLineStream:
     """Async ``LineStream``."""
 
-    def __init__(self, transport: HTTPTransport, response: httpx.Response) -> None:
+    def __init__(self, transport: HTTPTransport, response: WireResponse) -> None:
         self._t = transport
         self._response = response
         self._lines, self._total, self._events = transport._stream_checks(response)
@@ -1144,7 +1223,7 @@ class AsyncLineStream:
             if self._events is not None:
                 yield ""
         except httpx.RequestError as exc:
-            raise _transport_error(t.provider, exc, t._secrets, str(self._response.request.url)) from None
+            raise _transport_error(t.provider, exc, t._secrets, str(self._response.url)) from None
         except ModelResponseError as exc:
             raise ModelResponseError(t.scrub(f"{t.provider}: {exc}")) from None
 
