@@ -59,8 +59,9 @@ def _raise_send_error(exc: BaseException, request: httpx.Request | None) -> NoRe
 
 async def _body_chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     """The body as it arrives, with aiohttp's read errors as httpx's."""
+    content = response.content
     try:
-        async for chunk in response.content.iter_any():
+        while chunk := await content.readany():  # b"" at the end of the body
             yield chunk
     except TimeoutError as exc:
         raise httpx.ReadTimeout(str(exc) or "timed out reading the response") from exc

@@ -40,7 +40,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 import httpx
@@ -63,6 +63,9 @@ from chatclient.models.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTE
 from chatclient.observation import Observation
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
+
+if TYPE_CHECKING:
+    from chatclient.models.stdlib_http import StdlibPoster
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -572,9 +575,9 @@ def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     )
 
 
-class WireResponse(Protocol):
-    """What the HTTP layer reads of an answer: an ``httpx.Response``, or a transport's lighter
-    direct response (``chatclient.models.aiohttp_transport.DirectResponse``)."""
+class _Answer(Protocol):
+    """What the HTTP layer reads of an answer: an ``httpx.Response``, or the lighter response of a
+    direct path (``aiohttp_transport.DirectResponse``, ``stdlib_http.StdlibResponse``)."""
 
     @property
     def status_code(self) -> int: ...
@@ -588,12 +591,20 @@ class WireResponse(Protocol):
     @property
     def url(self) -> object: ...
 
+
+class _AsyncAnswer(_Answer, Protocol):
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
 
     async def aclose(self) -> None: ...
 
 
-class _DirectAnswer(WireResponse, Protocol):
+class _SyncAnswer(_Answer, Protocol):
+    def iter_bytes(self) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...
+
+
+class _DirectAnswer(_AsyncAnswer, Protocol):
     def as_httpx(self, request: httpx.Request) -> httpx.Response: ...
 
 
@@ -641,7 +652,7 @@ class _Body:
             )
         self._parts.append(chunk)
 
-    def text(self, response: WireResponse) -> str:
+    def text(self, response: _Answer) -> str:
         return b"".join(self._parts).decode(response.encoding or "utf-8", "replace")
 
 
@@ -707,6 +718,8 @@ class HTTPTransport:
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._astripes: list[httpx.AsyncClient | None] = [None] * _ASYNC_STRIPES
         self._direct_headers_for: tuple[list[tuple[bytes, bytes]], dict[str, str]] | None = None
+        self._stdlib: StdlibPoster | Literal[False] | None = None  # False: not to be used (see _poster)
+        self._stdlib_headers: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -791,6 +804,8 @@ class HTTPTransport:
     def _close_sync_clients(self) -> None:
         if not self._owns_client:
             return
+        if self._stdlib:
+            self._stdlib.close()
         with self._lock:
             clients = [c for c in self._stripes if c is not None]
             self._stripes = [None] * _SYNC_STRIPES
@@ -878,7 +893,7 @@ class HTTPTransport:
     def _error_limit(self) -> int:
         return min(_ERROR_BODY_BYTES, self.limits.max_response_bytes)
 
-    def _read(self, response: httpx.Response, limit: int, what: str) -> str:
+    def _read(self, response: _SyncAnswer, limit: int, what: str) -> str:
         body = _Body(limit, what)
         try:
             for chunk in response.iter_bytes():
@@ -891,7 +906,7 @@ class HTTPTransport:
             response.close()
         return body.text(response)
 
-    async def _aread(self, response: WireResponse, limit: int, what: str) -> str:
+    async def _aread(self, response: _AsyncAnswer, limit: int, what: str) -> str:
         body = _Body(limit, what)
         try:
             async for chunk in response.aiter_bytes():
@@ -904,34 +919,70 @@ class HTTPTransport:
             await response.aclose()
         return body.text(response)
 
-    def _too_large(self, response: WireResponse) -> bool:
+    def _too_large(self, response: _Answer) -> bool:
         length = response.headers.get("content-length")
         return bool(length and length.isdigit() and int(length) > self.limits.max_response_bytes)
 
-    def _send(self, path: str, body: Any) -> httpx.Response:
+    def _poster(self) -> StdlibPoster | None:
+        """The standard-library pool for this transport's own non-streaming sync POSTs, if it may be used.
+
+        Not for a client passed in by the caller (its transport is theirs), nor when proxy settings
+        are in the environment (httpx's own client follows them; ``http.client`` would not).
+        """
+        if not self._owns_client:
+            return None
+        if self._stdlib is None:
+            with self._lock:
+                if self._stdlib is None:
+                    from urllib.request import getproxies
+
+                    from chatclient.models.stdlib_http import ACCEPT_ENCODING, StdlibPoster
+
+                    headers = {"accept-encoding": ACCEPT_ENCODING, **self._headers}
+                    self._stdlib_headers = headers
+                    self._stdlib = False if getproxies() else StdlibPoster(ssl_context=_ssl_context())
+        return self._stdlib or None
+
+    def _exchange(self, client: httpx.Client, path: str, content: bytes, *, stream: bool) -> _SyncAnswer:
+        """One attempt: send, follow redirects, and return the final answer with its body unread."""
+        poster = None if stream else self._poster()
+        if poster is not None:
+            answer = poster.post(self.base_url + path, self._stdlib_headers, content, self.timeout)
+            if 200 <= answer.status_code < 300:
+                notify_response(answer.status_code, answer.headers)
+                return answer
+            # Redirects and errors take the ordinary path from here, with an httpx request/response pair.
+            request = self._build(client, path, content)
+            response = answer.as_httpx(request)
+        else:
+            request = self._build(client, path, content)
+            response = client.send(request, stream=True, follow_redirects=False)
+        hops = 0
+        while True:
+            notify_response(response.status_code, response.headers)
+            following = self._redirect(request, response, hops) if response.status_code < 400 else None
+            if following is None:
+                return response
+            self._read(response, self._error_limit(), "redirect body")  # keeps the connection
+            request, hops = following, hops + 1
+            response = client.send(request, stream=True, follow_redirects=False)
+
+    def _send(self, path: str, body: Any, *, stream: bool = False) -> _SyncAnswer:
         """Send with retries and redirects; return a successful response whose body is still unread."""
         client = self._sync_client()
         content = self._encode(body)
         retries = 0
         error: ModelError
         while True:
-            headers: httpx.Headers | None = None
+            headers: Mapping[str, str] | None = None
             obs = self._observe_attempt(path, retries)
             try:
-                request = self._build(client, path, content)
-                hops = 0
-                while True:
-                    response = client.send(request, stream=True, follow_redirects=False)
-                    notify_response(response.status_code, response.headers)
-                    following = self._redirect(request, response, hops) if response.status_code < 400 else None
-                    if following is None:
-                        break
-                    self._read(response, self._error_limit(), "redirect body")  # keeps the connection
-                    request, hops = following, hops + 1
+                response = self._exchange(client, path, content, stream=stream)
                 if response.status_code < 300:
                     if obs is not None:
                         obs.finish(response)
                     return response
+                assert isinstance(response, httpx.Response)  # only 2xx answers come back direct
                 text = self._read(response, self._error_limit(), f"{self.provider} error body")
                 error, headers = self._unexpected(response, text), response.headers
                 if obs is not None:
@@ -968,7 +1019,7 @@ class HTTPTransport:
         self._direct_headers_for = (raw, merged)
         return merged
 
-    async def _aexchange(self, client: httpx.AsyncClient, path: str, content: bytes) -> WireResponse:
+    async def _aexchange(self, client: httpx.AsyncClient, path: str, content: bytes) -> _AsyncAnswer:
         """One attempt: send, follow redirects, and return the final answer with its body unread."""
         direct = _direct_poster(client)
         if direct is not None:
@@ -992,7 +1043,7 @@ class HTTPTransport:
             request, hops = following, hops + 1
             response = await client.send(request, stream=True, follow_redirects=False)
 
-    async def _asend(self, path: str, body: Any) -> WireResponse:
+    async def _asend(self, path: str, body: Any) -> _AsyncAnswer:
         """Async ``_send``."""
         client = self._async_client()
         content = self._encode(body)
@@ -1050,7 +1101,11 @@ class HTTPTransport:
         if self._too_large(response):
             response.close()
             raise ModelResponseError(f"{self.provider} response is larger than {self.limits.max_response_bytes} bytes")
-        return self._decode(self._read(response, self.limits.max_response_bytes, f"{self.provider} response"))
+        try:
+            text = self._read(response, self.limits.max_response_bytes, f"{self.provider} response")
+        except httpx.RequestError as exc:  # the connection failed after the status line
+            raise _transport_error(self.provider, exc, self._secrets, str(response.url)) from None
+        return self._decode(text)
 
     async def apost(self, path: str, body: Any) -> Any:
         """Async ``post``."""
@@ -1058,9 +1113,13 @@ class HTTPTransport:
         if self._too_large(response):
             await response.aclose()
             raise ModelResponseError(f"{self.provider} response is larger than {self.limits.max_response_bytes} bytes")
-        return self._decode(await self._aread(response, self.limits.max_response_bytes, f"{self.provider} response"))
+        try:
+            text = await self._aread(response, self.limits.max_response_bytes, f"{self.provider} response")
+        except httpx.RequestError as exc:  # the connection failed after the status line
+            raise _transport_error(self.provider, exc, self._secrets, str(response.url)) from None
+        return self._decode(text)
 
-    def _stream_checks(self, response: WireResponse) -> tuple[LineDecoder, _Body, _EventBound | None]:
+    def _stream_checks(self, response: _Answer) -> tuple[LineDecoder, _Body, _EventBound | None]:
         lines = LineDecoder(self.limits.max_line_bytes)
         total = _Body(self.limits.max_response_bytes, f"{self.provider} stream")
         sse = "text/event-stream" in response.headers.get("content-type", "")
@@ -1068,7 +1127,9 @@ class HTTPTransport:
 
     def open_stream(self, path: str, body: Any) -> LineStream:
         """POST ``body`` and return its answer as a ``LineStream`` of text lines."""
-        return LineStream(self, self._send(path, body))
+        response = self._send(path, body, stream=True)
+        assert isinstance(response, httpx.Response)  # streams stay on httpx (see LineStream.finish)
+        return LineStream(self, response)
 
     async def aopen_stream(self, path: str, body: Any) -> AsyncLineStream:
         """Async ``open_stream``."""
@@ -1201,7 +1262,7 @@ class LineStream:
 class AsyncLineStream:
     """Async ``LineStream``."""
 
-    def __init__(self, transport: HTTPTransport, response: WireResponse) -> None:
+    def __init__(self, transport: HTTPTransport, response: _AsyncAnswer) -> None:
         self._t = transport
         self._response = response
         self._lines, self._total, self._events = transport._stream_checks(response)

@@ -267,16 +267,16 @@ def _count(value: Any) -> int:
 
 def _usage(payload: Any) -> Usage:
     """Usage with its details; ``prompt_tokens`` is already the whole input (cached tokens included)."""
-    if not isinstance(payload, Mapping):
+    if not isinstance(payload, dict | Mapping):  # dict first: the common case skips the ABC check
         return Usage()
     prompt = _count(payload.get("prompt_tokens"))
     completion = _count(payload.get("completion_tokens"))
     prompt_details = payload.get("prompt_tokens_details")
     completion_details = payload.get("completion_tokens_details")
-    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, Mapping) else 0
+    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict | Mapping) else 0
     # DeepSeek reports its cache hits beside prompt_tokens instead of in the details object.
     cached = cached or _count(payload.get("prompt_cache_hit_tokens"))
-    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, Mapping) else 0
+    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict | Mapping) else 0
     total = payload.get("total_tokens")
     reported = (
         total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
@@ -294,7 +294,7 @@ def _response_extra(payload: Mapping[str, Any], into: dict[str, Any] | None = No
 
 
 def _raise_payload_error(payload: Any) -> None:
-    if isinstance(payload, Mapping) and payload.get("error") is not None:
+    if isinstance(payload, dict | Mapping) and payload.get("error") is not None:
         err = payload["error"]
         message = err.get("message") if isinstance(err, Mapping) else err
         raise ModelResponseError(f"OpenAI-compatible server reported an error: {str(message)[:300]}")
@@ -386,7 +386,8 @@ def parse_chat_completion(payload: Any, *, think_tags: Sequence[str] | None = DE
     generations = []
     # A payload without "choices" raises KeyError here, which the model turns into a typed
     # ModelResponseError naming the unexpected shape.
-    for choice in sorted(payload["choices"], key=lambda c: c.get("index", 0)):
+    choices = payload["choices"]
+    for choice in choices if len(choices) == 1 else sorted(choices, key=lambda c: c.get("index", 0)):
         message = choice.get("message") or {}
         raw = choice.get("finish_reason")
         calls = []
