@@ -1,21 +1,23 @@
-"""Async HTTP throughput of OpenAIChatModel next to the official ``openai`` SDK, same server, same run.
+"""HTTP throughput of OpenAIChatModel next to the official ``openai`` SDK and raw clients, same server, same run.
 
-Five clients take turns on the same server: chatclient on httpx's default transport, chatclient on
-``AiohttpTransport`` (extra ``aiohttp``), the official SDK, and two raw clients that only POST the
-same body and read the bytes — plain ``httpx.AsyncClient`` and an ``aiohttp`` session, the ceiling
-of a Python client here.
+Async: five clients take turns on the same server: chatclient on httpx's default transport,
+chatclient on ``AiohttpTransport`` (extra ``aiohttp``; its POSTs take the direct path past httpx's
+client layer), the official SDK, and two raw clients that only POST the same body and parse the
+bytes — plain ``httpx.AsyncClient`` and an ``aiohttp`` session, the ceiling of a Python client here.
+Sync (``--threads``, and after the async table by default): one shared model (its non-streaming
+POSTs go through ``http.client``), the sync SDK, and raw ``http.client`` with a connection per thread.
 
 The loopback server's instant responder (``tests.support.loopback.main``: a minimal asyncio HTTP/1.1
 keep-alive server) runs in a separate process and answers every request at once with the same
-canned chat completion, so what is measured is
-the client's own cost: building the request, the HTTP round trip over 127.0.0.1, parsing the answer.
-For 1, 16 and 256 concurrent callers it prints requests/s and p50/p99 latency per call for both
-clients and the ratio (ours / SDK; above 1.0 means chatclient is faster). Each level runs both
-clients alternately, three times, and keeps each client's best round, which evens out noise from other
-work on the machine.
+canned chat completion, so what is measured is the client's own cost: building the request, the
+HTTP round trip over 127.0.0.1, parsing the answer. For 1, 16 and 256 concurrent callers (1, 16 and
+64 threads) it prints requests/s and p50/p99 latency per call, then chatclient's ratios: to the SDK
+(above 1.0 means chatclient is faster), to the raw ceiling, to its own single-caller rate (the
+collapse check) and p99/p50. Each level runs every client in turn, three times, and keeps each
+client's best round, which evens out noise from other work on the machine.
 
     .venv/bin/pip install -e '.[aiohttp,bench]'   # the SDK and aiohttp, for this benchmark only
-    .venv/bin/python benchmarks/http_throughput.py [--requests-scale 1.0]
+    .venv/bin/python benchmarks/http_throughput.py [--requests-scale 1.0] [--threads]
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ async def main_async(scale: float) -> None:
         header = f"{'concurrency':>11} | {'client':<11} | {'req/s':>8} | {'p50 ms':>8} | {'p99 ms':>8}"
         print(header)
         print("-" * len(header))
+        single: dict[str, float] = {}
         for concurrency, total in LEVELS.items():
             n = max(concurrency, int(total * scale))
             best: dict[str, Result] = {}
@@ -150,9 +153,11 @@ async def main_async(scale: float) -> None:
                 r = best[name]
                 print(f"{concurrency:>11} | {name:<11} | {r.rps:>8.0f} | {r.p50_ms:>8.2f} | {r.p99_ms:>8.2f}")
             for name in ("chatclient", "cc+aiohttp"):
+                single.setdefault(name, best[name].rps)
                 print(
                     f"{'':>11} | {name}: {best[name].rps / best['openai'].rps:.2f}x the SDK, "
                     f"{best[name].rps / best['raw aiohttp'].rps:.2f}x raw aiohttp, "
+                    f"{best[name].rps / single[name]:.0%} of its 1-caller rate, "
                     f"p99/p50 {best[name].p99_ms / best[name].p50_ms:.1f}"
                 )
         await ours.aclose()
@@ -202,25 +207,43 @@ def run_threads(call: Callable[[], object], threads: int, total: int) -> Result:
 
 
 def main_threads(scale: float) -> None:
-    """The sync face from threads: one shared model (one pooled ``httpx.Client``) vs the sync SDK."""
+    """The sync face from threads: one shared model vs the sync SDK and a raw ``http.client`` ceiling."""
+    import http.client
+    import threading
+
     import openai
 
     proc, base_url = start_server()
     prompt = Prompt("Hello")
     messages = [{"role": "user", "content": "Hello"}]
+    body = json.dumps({"model": "gpt-test", "messages": messages}).encode()
+    headers = {"authorization": "Bearer sk-bench", "content-type": "application/json"}
+    hostport = base_url.split("//", 1)[1].split("/", 1)[0]
+    local = threading.local()
+
+    def raw_http_client() -> object:
+        # The floor of a Python sync client: one kept-alive connection per thread, no pool at all.
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = http.client.HTTPConnection(hostport)
+        conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        return json.loads(conn.getresponse().read())
+
     try:
         ours = OpenAIChatModel("gpt-test", api_key="sk-bench", base_url=base_url, timeout=60.0)
         sdk = openai.OpenAI(api_key="sk-bench", base_url=base_url, timeout=60.0)
         clients: dict[str, Callable[[], object]] = {
             "chatclient": lambda: ours.call(prompt),
             "openai": lambda: sdk.chat.completions.create(model="gpt-test", messages=messages),  # type: ignore[arg-type]
+            "http.client": raw_http_client,
         }
         for fn in clients.values():
             run_threads(fn, 4, 200)
-        print("\nsync calls from threads (one shared model / SDK client)")
+        print("\nsync calls from threads (one shared model / SDK client; raw http.client: a connection per thread)")
         header = f"{'threads':>11} | {'client':<11} | {'req/s':>8} | {'p50 ms':>8} | {'p99 ms':>8}"
         print(header)
         print("-" * len(header))
+        single: dict[str, float] = {}
         for threads, total in THREAD_LEVELS.items():
             n = max(threads, int(total * scale))
             best: dict[str, Result] = {}
@@ -231,8 +254,14 @@ def main_threads(scale: float) -> None:
                         best[name] = r
             for name in clients:
                 r = best[name]
+                single.setdefault(name, r.rps)
                 print(f"{threads:>11} | {name:<11} | {r.rps:>8.0f} | {r.p50_ms:>8.2f} | {r.p99_ms:>8.2f}")
-            print(f"{'':>11} | chatclient: {best['chatclient'].rps / best['openai'].rps:.2f}x the SDK")
+            ours_r = best["chatclient"]
+            print(
+                f"{'':>11} | chatclient: {ours_r.rps / best['openai'].rps:.2f}x the SDK, "
+                f"{ours_r.rps / best['http.client'].rps:.2f}x raw http.client, "
+                f"{ours_r.rps / single['chatclient']:.0%} of its 1-thread rate, p99/p50 {ours_r.p99_ms / ours_r.p50_ms:.1f}"
+            )
         ours.close()
         sdk.close()
     finally:

@@ -34,9 +34,7 @@ import httpx
 try:
     import aiohttp
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "AiohttpTransport needs aiohttp: pip install 'chatclient[aiohttp]'"
-    ) from exc
+    raise ImportError("AiohttpTransport needs aiohttp: pip install 'chatclient[aiohttp]'") from exc
 
 # What the direct path asks for and lets aiohttp decode (both are in the standard library).
 DIRECT_ACCEPT_ENCODING = "gzip, deflate"
@@ -226,7 +224,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         Send failures raise the same httpx errors as ``handle_async_request``. The caller sets
         ``accept-encoding`` (aiohttp decodes gzip and deflate here).
         """
-        response = await self._open(url, headers, content, self._timeout(timeout.connect, timeout.read), decompress=True)
+        response = await self._open(
+            url, headers, content, self._timeout(timeout.connect, timeout.read), decompress=True
+        )
         return DirectResponse(response, url)
 
     async def aclose(self) -> None:

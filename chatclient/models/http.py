@@ -653,7 +653,11 @@ class _Body:
         self._parts.append(chunk)
 
     def text(self, response: _Answer) -> str:
-        return b"".join(self._parts).decode(response.encoding or "utf-8", "replace")
+        data = b"".join(self._parts)
+        try:
+            return data.decode(response.encoding or "utf-8", "replace")
+        except LookupError:  # a charset Python does not know: UTF-8, as httpx falls back (direct paths pass it raw)
+            return data.decode("utf-8", "replace")
 
 
 class HTTPTransport:
@@ -708,6 +712,8 @@ class HTTPTransport:
         self._headers = _RedactedHeaders(
             {"accept": "application/json", "content-type": "application/json", "user-agent": "chatclient"}
         )
+        for name in [n for n in self._headers if n in {k.lower() for k in extra}]:
+            del self._headers[name]  # a caller's "User-Agent" replaces the default, not joins it on the wire
         self._headers.update(extra)
         self._secrets = _Secrets(s for s in [*found, *_header_secrets(extra)] if len(s) >= _MIN_SECRET)
         self._client = http_client
@@ -938,7 +944,9 @@ class HTTPTransport:
 
                     from chatclient.models.stdlib_http import ACCEPT_ENCODING, StdlibPoster
 
-                    headers = {"accept-encoding": ACCEPT_ENCODING, **self._headers}
+                    headers = dict(self._headers)
+                    if "accept-encoding" not in {k.lower() for k in headers}:
+                        headers["accept-encoding"] = ACCEPT_ENCODING
                     self._stdlib_headers = headers
                     self._stdlib = False if getproxies() else StdlibPoster(ssl_context=_ssl_context())
         return self._stdlib or None
