@@ -712,9 +712,10 @@ class HTTPTransport:
         self._headers = _RedactedHeaders(
             {"accept": "application/json", "content-type": "application/json", "user-agent": "chatclient"}
         )
-        for name in [n for n in self._headers if n in {k.lower() for k in extra}]:
-            del self._headers[name]  # a caller's "User-Agent" replaces the default, not joins it on the wire
-        self._headers.update(extra)
+        # Names are case-insensitive on the wire: one spelling each, so a caller's "User-Agent" replaces
+        # the default and an explicit api_key's "authorization" replaces a caller's "Authorization"
+        # (the later entry wins) instead of both going out.
+        self._headers.update({name.lower(): value for name, value in extra.items()})
         self._secrets = _Secrets(s for s in [*found, *_header_secrets(extra)] if len(s) >= _MIN_SECRET)
         self._client = http_client
         self._owns_client = http_client is None

@@ -20,6 +20,7 @@ the caller bounds the body.
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 import zlib
@@ -40,7 +41,19 @@ _INFLATE_STEP = 1024 * 1024  # decoded bytes produced per step: a compressed bom
 _ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 _NO_BODY = frozenset({204, 304})
 _Origin = tuple[str, str, int]
+_Head = tuple[int, str, bool, list[tuple[str, str]]]  # status, reason, HTTP/1.0?, header pairs
 _UNSAFE = frozenset("\r\n\0")
+
+
+def _closed_while_idle(sock: socket.socket) -> bool:
+    """Whether a pooled socket is readable before a request went out: the server closed it (or sent
+    something unasked), so it cannot carry a request."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True
 
 
 class _Stale(Exception):
@@ -81,16 +94,39 @@ def _line(rfile: BufferedReader, what: str) -> bytes:
     return line
 
 
-def _read_head(rfile: BufferedReader) -> tuple[int, str, bool, list[tuple[str, str]]]:
+def _status_line(line: bytes) -> tuple[int, str, bool]:
+    """Status, reason and whether the answer is HTTP/1.0; ``line`` without its line break."""
+    version, _, rest = line.partition(b" ")
+    code, _, reason = rest.partition(b" ")
+    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise httpx.RemoteProtocolError(f"the server did not answer with HTTP/1.x ({line[:40]!r})")
+    return int(code), reason.decode("latin-1"), version == b"HTTP/1.0"
+
+
+def _header_line(line: bytes, count: int) -> tuple[str, str]:
+    """One ``name: value`` pair; ``count`` is how many came before it."""
+    if count >= _MAX_HEADERS:
+        raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_HEADERS} headers")
+    name, sep, value = line.partition(b":")
+    if not sep or not name or name != name.strip():
+        raise httpx.RemoteProtocolError(f"malformed response header line {line[:40]!r}")
+    return name.decode("latin-1"), value.strip().decode("latin-1")
+
+
+def _is_final(status: int) -> bool:
+    return status >= 200 or status == 101  # 100 Continue and 103 Early Hints come before the answer
+
+
+_TOO_MANY_INTERIM = f"the server sent more than {_MAX_INTERIM} interim (1xx) answers"
+
+
+def _read_head(rfile: BufferedReader) -> _Head:
     """Status, reason, HTTP/1.0 or not, and header pairs of the next final (non-1xx) answer."""
     for _ in range(_MAX_INTERIM + 1):
         line = _line(rfile, "status line")
         if not line:
             raise _Stale
-        version, _, rest = line.rstrip(b"\r\n").partition(b" ")
-        code, _, reason = rest.partition(b" ")
-        if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
-            raise httpx.RemoteProtocolError(f"the server did not answer with HTTP/1.x ({line[:40]!r})")
+        status, reason, http10 = _status_line(line.rstrip(b"\r\n"))
         pairs: list[tuple[str, str]] = []
         while True:
             line = _line(rfile, "header line")
@@ -98,16 +134,10 @@ def _read_head(rfile: BufferedReader) -> tuple[int, str, bool, list[tuple[str, s
                 break
             if not line.endswith(b"\n"):
                 raise httpx.RemoteProtocolError("the connection closed in the middle of the response headers")
-            if len(pairs) >= _MAX_HEADERS:
-                raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_HEADERS} headers")
-            name, sep, value = line.partition(b":")
-            if not sep or not name or name != name.strip():
-                raise httpx.RemoteProtocolError(f"malformed response header line {line[:40]!r}")
-            pairs.append((name.decode("latin-1"), value.strip().decode("latin-1")))
-        status = int(code)
-        if status >= 200 or status == 101:
-            return status, reason.decode("latin-1"), version == b"HTTP/1.0", pairs
-    raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_INTERIM} interim (1xx) answers")
+            pairs.append(_header_line(line.rstrip(b"\r\n"), len(pairs)))
+        if _is_final(status):
+            return status, reason, http10, pairs
+    raise httpx.RemoteProtocolError(_TOO_MANY_INTERIM)
 
 
 def _charset(content_type: str | None) -> str | None:
@@ -118,6 +148,90 @@ def _charset(content_type: str | None) -> str | None:
         if key.strip().lower() == "charset":
             return value.strip().strip('"') or None
     return None
+
+
+class _Framer:
+    """Sans-IO body framing shared by both lanes: feed the raw bytes as they arrive, get the body's
+    bytes back; ``done`` once the body is complete. ``length`` is a byte count, ``None`` for chunked
+    transfer coding, or -1 for "until the server closes the connection"."""
+
+    __slots__ = ("_buf", "_left", "_length", "_state", "_trailers", "done")
+
+    _SIZE, _DATA, _DATA_END, _TRAILER = range(4)
+
+    def __init__(self, length: int | None) -> None:
+        self._length = length
+        self._left = length if length is not None and length > 0 else 0
+        self._buf = b""
+        self._state = self._SIZE
+        self._trailers = 0
+        self.done = length == 0
+
+    def want(self) -> int:
+        """How many bytes to read next (never past a Content-Length body)."""
+        return min(self._left, _READ_SIZE) if self._length is not None and self._length > 0 else _READ_SIZE
+
+    def end(self) -> None:
+        """The connection reached its end: fine only for a body framed by the close itself."""
+        if self._length == -1:
+            self.done = True
+        elif not self.done:
+            raise httpx.RemoteProtocolError("the connection closed before the end of the response body")
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self.done:
+            if data:
+                raise httpx.RemoteProtocolError("the server sent more bytes than the response body holds")
+            return []
+        if self._length == -1:
+            return [data]
+        if self._length is not None:
+            if len(data) > self._left:
+                raise httpx.RemoteProtocolError("the server sent more bytes than its Content-Length")
+            self._left -= len(data)
+            self.done = self._left == 0
+            return [data]
+        return self._chunked(data)
+
+    def _chunked(self, data: bytes) -> list[bytes]:
+        buf = self._buf + data if self._buf else data
+        pos, out = 0, []
+        while pos < len(buf) and not self.done:
+            if self._state == self._DATA:
+                piece = buf[pos : pos + self._left]
+                pos += len(piece)
+                self._left -= len(piece)
+                out.append(piece)
+                if not self._left:
+                    self._state = self._DATA_END
+                continue
+            end = buf.find(b"\n", pos)
+            if end < 0:
+                if len(buf) - pos > _MAX_LINE:
+                    raise httpx.RemoteProtocolError(f"a chunk size or trailer line is longer than {_MAX_LINE} bytes")
+                break
+            line = buf[pos:end].rstrip(b"\r")
+            pos = end + 1
+            if self._state == self._SIZE:
+                size_text = line.split(b";", 1)[0].strip()
+                if not size_text or len(size_text) > 16 or size_text.strip(b"0123456789abcdefABCDEF"):
+                    raise httpx.RemoteProtocolError(f"invalid chunk size {size_text[:20]!r}")
+                self._left = int(size_text, 16)
+                self._state = self._DATA if self._left else self._TRAILER
+            elif self._state == self._DATA_END:
+                if line:
+                    raise httpx.RemoteProtocolError("a chunk is longer than its announced size")
+                self._state = self._SIZE
+            elif not line:  # the blank line after the trailers ends the body
+                self.done = True
+            else:
+                self._trailers += 1
+                if self._trailers > _MAX_HEADERS:
+                    raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_HEADERS} trailers")
+        if self.done and pos < len(buf):
+            raise httpx.RemoteProtocolError("the server sent more bytes than the response body holds")
+        self._buf = buf[pos:]
+        return out
 
 
 class _Inflater:
@@ -155,17 +269,13 @@ class _Inflater:
             raise httpx.DecodingError(f"the response body could not be decoded ({exc})") from None
 
 
-class StdlibResponse:
-    """One answer with its body unread; ``close()`` returns the connection to the pool when the
-    body was read to the end (and the server keeps it open), and closes it otherwise."""
+class _Response:
+    """What both lanes know of an answer once its head is read: status, headers, body framing."""
 
     __slots__ = (
-        "_conn",
-        "_done",
-        "_length",
+        "_framer",
         "_origin",
         "_pairs",
-        "_poster",
         "_reason",
         "_will_close",
         "encoding",
@@ -174,23 +284,14 @@ class StdlibResponse:
         "url",
     )
 
-    def __init__(
-        self,
-        poster: StdlibPoster,
-        origin: _Origin,
-        conn: _Connection,
-        head: tuple[int, str, bool, list[tuple[str, str]]],
-        url: str,
-    ) -> None:
+    def __init__(self, origin: _Origin, head: _Head, url: str) -> None:
         status, reason, http10, pairs = head
         headers = Headers()
         for name, value in pairs:
             key = name.lower()
             previous = dict.get(headers, key)
             dict.__setitem__(headers, key, value if previous is None else f"{previous}, {value}")
-        self._poster = poster
         self._origin = origin
-        self._conn: _Connection | None = conn
         self._pairs = pairs
         self._reason = reason
         self.status_code = status
@@ -199,120 +300,104 @@ class StdlibResponse:
         self.url = url
         connection = (headers.get("connection") or "").lower()
         self._will_close = "close" in connection or (http10 and "keep-alive" not in connection)
-        # Body framing: None = chunked, -1 = until the connection closes, else a byte count.
-        self._length: int | None
+        length: int | None  # None: chunked; -1: until the connection closes; else a byte count
         transfer = (headers.get("transfer-encoding") or "").lower()
         if status in _NO_BODY or status == 101:
-            self._length = 0
+            length = 0
         elif transfer:
             if transfer.rsplit(",", 1)[-1].strip() != "chunked":
                 raise httpx.RemoteProtocolError(f"unsupported transfer-encoding {transfer[:40]!r}")
-            self._length = None
+            length = None
         elif "content-length" in headers:
             values = {v.strip() for v in headers["content-length"].split(",")}
             value = values.pop() if len(values) == 1 else ""
             if not value.isdigit() or len(value) > 18:
                 raise httpx.RemoteProtocolError(f"invalid content-length {headers['content-length'][:40]!r}")
-            self._length = int(value)
+            length = int(value)
         else:
-            self._length = -1
+            length = -1
             self._will_close = True
-        self._done = self._length == 0
+        self._framer = _Framer(length)
 
-    def _raw_chunks(self) -> Iterator[bytes]:
-        conn = self._conn
-        if conn is None or self._done:
-            return
-        rfile = conn.rfile
-        try:
-            if self._length is None:
-                yield from self._chunked(rfile)
-            elif self._length < 0:
-                while data := rfile.read1(_READ_SIZE):
-                    yield data
+    def _reusable(self) -> bool:
+        return self._framer.done and not self._will_close
+
+    def _decoded(self, inflater: _Inflater | None, pieces: list[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            if inflater is None:
+                yield piece
             else:
-                left = self._length
-                while left:
-                    data = rfile.read1(min(left, _READ_SIZE))
-                    if not data:
-                        raise httpx.RemoteProtocolError(
-                            f"the connection closed {left} bytes before the end of the response body"
-                        )
-                    left -= len(data)
-                    yield data
-            self._done = True
+                yield from inflater.feed(piece)
+
+    def _inflater(self) -> _Inflater | None:
+        """A decoder for the body's content-encoding (None for identity)."""
+        encoding = (self.headers.get("content-encoding") or "identity").strip().lower()
+        if encoding == "identity":
+            return None
+        if encoding not in ("gzip", "x-gzip", "deflate"):
+            raise httpx.DecodingError(f"unsupported content-encoding {encoding[:40]!r} (asked for {ACCEPT_ENCODING})")
+        return _Inflater(encoding)
+
+    def _httpx(self, request: httpx.Request, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> httpx.Response:
+        return httpx.Response(
+            self.status_code,
+            headers=[(k, v) for k, v in self._pairs if k.lower() not in _ENCODING_HEADERS],
+            stream=stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": self._reason.encode("latin-1")},
+            request=request,
+        )
+
+
+class StdlibResponse(_Response):
+    """One answer with its body unread; ``close()`` returns the connection to the pool when the
+    body was read to the end (and the server keeps it open), and closes it otherwise."""
+
+    __slots__ = ("_conn", "_poster")
+
+    def __init__(self, poster: StdlibPoster, origin: _Origin, conn: _Connection, head: _Head, url: str) -> None:
+        super().__init__(origin, head, url)
+        self._poster = poster
+        self._conn: _Connection | None = conn
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The decoded body as it arrives."""
+        conn = self._conn
+        if conn is None:
+            return
+        framer = self._framer
+        try:
+            inflater = self._inflater()
+            while not framer.done:
+                data = conn.rfile.read1(framer.want())
+                if not data:
+                    framer.end()
+                    break
+                yield from self._decoded(inflater, framer.feed(data))
+            if inflater is not None and (tail := inflater.flush()):
+                yield tail
         except TimeoutError as exc:
             self.close()
             raise httpx.ReadTimeout(str(exc) or "timed out reading the response") from None
         except OSError as exc:
             self.close()
             raise httpx.ReadError(str(exc) or type(exc).__name__) from None
-        except httpx.HTTPError:
+        except BaseException:
             self.close()
             raise
-
-    @staticmethod
-    def _chunked(rfile: BufferedReader) -> Iterator[bytes]:
-        while True:
-            line = _line(rfile, "chunk size line")
-            size_text = line.split(b";", 1)[0].strip()
-            if not line.endswith(b"\n") or not size_text or len(size_text) > 16:
-                raise httpx.RemoteProtocolError("the chunked response body is cut off or malformed")
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise httpx.RemoteProtocolError(f"invalid chunk size {size_text[:20]!r}") from None
-            if size == 0:
-                for _ in range(_MAX_HEADERS + 1):  # trailers, then the blank line
-                    trailer = _line(rfile, "trailer line")
-                    if trailer in (b"\r\n", b"\n"):
-                        return
-                    if not trailer.endswith(b"\n"):
-                        break
-                raise httpx.RemoteProtocolError("the chunked response body ends without its final blank line")
-            while size:
-                data = rfile.read1(min(size, _READ_SIZE))
-                if not data:
-                    raise httpx.RemoteProtocolError("the connection closed in the middle of a chunk")
-                size -= len(data)
-                yield data
-            if _line(rfile, "chunk end") not in (b"\r\n", b"\n"):
-                raise httpx.RemoteProtocolError("a chunk is longer than its announced size")
-
-    def iter_bytes(self) -> Iterator[bytes]:
-        """The decoded body as it arrives."""
-        encoding = (self.headers.get("content-encoding") or "identity").strip().lower()
-        if encoding == "identity":
-            yield from self._raw_chunks()
-            return
-        if encoding not in ("gzip", "x-gzip", "deflate"):
-            self.close()
-            raise httpx.DecodingError(f"unsupported content-encoding {encoding[:40]!r} (asked for {ACCEPT_ENCODING})")
-        inflater = _Inflater(encoding)
-        for chunk in self._raw_chunks():
-            yield from inflater.feed(chunk)
-        if tail := inflater.flush():
-            yield tail
 
     def close(self) -> None:
         """Release the connection: back to the pool after a whole body, closed otherwise."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._done and not self._will_close:
+        if self._reusable():
             self._poster._release(self._origin, conn)
         else:
             conn.close()
 
     def as_httpx(self, request: httpx.Request) -> httpx.Response:
         """The same answer as an ``httpx.Response`` whose (decoded) body is still unread."""
-        return httpx.Response(
-            self.status_code,
-            headers=[(k, v) for k, v in self._pairs if k.lower() not in _ENCODING_HEADERS],
-            stream=_Stream(self),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": self._reason.encode("latin-1")},
-            request=request,
-        )
+        return self._httpx(request, _Stream(self))
 
 
 class _Stream(httpx.SyncByteStream):
@@ -409,6 +494,10 @@ class StdlibPoster:
                 conn, reused = idle.pop(), True
             except IndexError:
                 conn, reused = self._connect(origin, timeout), False
+            if reused and _closed_while_idle(conn.sock):
+                conn.close()  # nothing was sent on it: take the next one
+                continue
+            sent = False
             try:
                 # Read and write timeouts apply per socket operation, as httpx's do.
                 conn.sock.settimeout(timeout.read)
@@ -416,6 +505,7 @@ class StdlibPoster:
                     conn.sock.sendall(message)
                 except (BrokenPipeError, ConnectionResetError) as exc:
                     raise _Stale from exc
+                sent = True
                 try:
                     head_parts = _read_head(conn.rfile)
                 except ConnectionResetError as exc:
@@ -423,8 +513,10 @@ class StdlibPoster:
                 return StdlibResponse(self, origin, conn, head_parts, url)
             except _Stale:
                 conn.close()
-                if reused:
-                    continue  # the server had closed this idle connection: once more, on a new one
+                if reused and not sent:
+                    continue  # the request never left: once more, on another connection
+                # Once sent, a request is never re-sent here (the server may have acted on it): the
+                # caller's retry policy decides.
                 raise httpx.RemoteProtocolError("the server closed the connection without answering") from None
             except TimeoutError as exc:
                 conn.close()
