@@ -40,7 +40,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 import httpx
@@ -65,7 +65,7 @@ from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 
 if TYPE_CHECKING:
-    from chatclient.models.stdlib_http import StdlibPoster
+    from chatclient.models.stdlib_http import AsyncStdlibPoster, StdlibPoster
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -725,8 +725,11 @@ class HTTPTransport:
         self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._astripes: list[httpx.AsyncClient | None] = [None] * _ASYNC_STRIPES
         self._direct_headers_for: tuple[list[tuple[bytes, bytes]], dict[str, str]] | None = None
-        self._stdlib: StdlibPoster | Literal[False] | None = None  # False: not to be used (see _poster)
-        self._stdlib_headers: dict[str, str] = {}
+        self._lane_ok: bool | None = None  # see _fast_lane
+        self._lane_headers: dict[str, str] = {}
+        self._stdlib: StdlibPoster | None = None
+        self._astdlib: AsyncStdlibPoster | None = None
+        self._astdlib_loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -784,6 +787,7 @@ class HTTPTransport:
         """Close the clients this transport created (injected clients stay open)."""
         self._closed = True
         self._close_sync_clients()
+        self._close_async_lane()
         open_clients = [c for c in self._astripes if c is not None and not c.is_closed]
         if self._owns_aclient and open_clients:
             try:
@@ -806,12 +810,20 @@ class HTTPTransport:
             for client in self._astripes:
                 if client is not None and not client.is_closed:
                     await client.aclose()
+        self._close_async_lane()
         self._close_sync_clients()
+
+    def _close_async_lane(self) -> None:
+        # The lane's connections belong to the loop that opened them; one that has finished took
+        # them with it.
+        owner = self._astdlib_loop
+        if self._astdlib is not None and owner is not None and not owner.is_closed():
+            self._astdlib.close()
 
     def _close_sync_clients(self) -> None:
         if not self._owns_client:
             return
-        if self._stdlib:
+        if self._stdlib is not None:
             self._stdlib.close()
         with self._lock:
             clients = [c for c in self._stripes if c is not None]
@@ -930,33 +942,54 @@ class HTTPTransport:
         length = response.headers.get("content-length")
         return bool(length and length.isdigit() and int(length) > self.limits.max_response_bytes)
 
-    def _poster(self) -> StdlibPoster | None:
-        """The standard-library pool for this transport's own non-streaming sync POSTs, if it may be used.
+    def _fast_lane(self) -> bool:
+        """Whether this transport's own non-streaming POSTs may take the socket lane (``stdlib_http``).
 
-        Not for a client passed in by the caller (its transport is theirs), nor when proxy settings
-        are in the environment (httpx's own client follows them; ``http.client`` would not).
+        Not when proxy settings are in the environment: httpx's own clients follow them, the lane
+        would not. Decided once per transport; the lane's request headers are fixed with it.
         """
-        if not self._owns_client:
+        if self._lane_ok is None:
+            with self._lock:
+                if self._lane_ok is None:
+                    from urllib.request import getproxies
+
+                    from chatclient.models.stdlib_http import ACCEPT_ENCODING
+
+                    self._lane_headers = {"accept-encoding": ACCEPT_ENCODING, **self._headers}
+                    self._lane_ok = not getproxies()
+        return self._lane_ok
+
+    def _poster(self) -> StdlibPoster | None:
+        """The sync socket lane, unless the caller passed a client (its transport is theirs)."""
+        if not self._owns_client or not self._fast_lane():
             return None
         if self._stdlib is None:
             with self._lock:
                 if self._stdlib is None:
-                    from urllib.request import getproxies
+                    from chatclient.models.stdlib_http import StdlibPoster
 
-                    from chatclient.models.stdlib_http import ACCEPT_ENCODING, StdlibPoster
+                    self._stdlib = StdlibPoster(ssl_context=_ssl_context())
+        return self._stdlib
 
-                    headers = dict(self._headers)
-                    if "accept-encoding" not in {k.lower() for k in headers}:
-                        headers["accept-encoding"] = ACCEPT_ENCODING
-                    self._stdlib_headers = headers
-                    self._stdlib = False if getproxies() else StdlibPoster(ssl_context=_ssl_context())
-        return self._stdlib or None
+    def _aposter(self) -> AsyncStdlibPoster | None:
+        """The async socket lane of the running loop (connections belong to one loop)."""
+        if not self._owns_aclient or not self._fast_lane():
+            return None
+        if self._closed:
+            raise RuntimeError(f"{self.provider} model is closed")
+        loop = asyncio.get_running_loop()
+        if self._astdlib_loop is not loop or self._astdlib is None:
+            from chatclient.models.stdlib_http import AsyncStdlibPoster
+
+            self._astdlib = AsyncStdlibPoster(ssl_context=_ssl_context())
+            self._astdlib_loop = loop
+        return self._astdlib
 
     def _exchange(self, client: httpx.Client, path: str, content: bytes, *, stream: bool) -> _SyncAnswer:
         """One attempt: send, follow redirects, and return the final answer with its body unread."""
         poster = None if stream else self._poster()
         if poster is not None:
-            answer = poster.post(self.base_url + path, self._stdlib_headers, content, self.timeout)
+            answer = poster.post(self.base_url + path, self._lane_headers, content, self.timeout)
             if 200 <= answer.status_code < 300:
                 notify_response(answer.status_code, answer.headers)
                 return answer
@@ -1028,11 +1061,16 @@ class HTTPTransport:
         self._direct_headers_for = (raw, merged)
         return merged
 
-    async def _aexchange(self, client: httpx.AsyncClient, path: str, content: bytes) -> _AsyncAnswer:
+    async def _aexchange(self, client: httpx.AsyncClient, path: str, content: bytes, *, stream: bool) -> _AsyncAnswer:
         """One attempt: send, follow redirects, and return the final answer with its body unread."""
-        direct = _direct_poster(client)
-        if direct is not None:
+        lane = None if stream else self._aposter()
+        direct = _direct_poster(client) if lane is None else None
+        answer: _DirectAnswer | None = None
+        if lane is not None:
+            answer = await lane.post(self.base_url + path, self._lane_headers, content, self.timeout)
+        elif direct is not None:
             answer = await direct.direct_post(self.base_url + path, self._direct_headers(client), content, self.timeout)
+        if answer is not None:
             if 200 <= answer.status_code < 300:
                 notify_response(answer.status_code, answer.headers)
                 return answer
@@ -1052,7 +1090,7 @@ class HTTPTransport:
             request, hops = following, hops + 1
             response = await client.send(request, stream=True, follow_redirects=False)
 
-    async def _asend(self, path: str, body: Any) -> _AsyncAnswer:
+    async def _asend(self, path: str, body: Any, *, stream: bool = False) -> _AsyncAnswer:
         """Async ``_send``."""
         client = self._async_client()
         content = self._encode(body)
@@ -1062,7 +1100,7 @@ class HTTPTransport:
             headers: Mapping[str, str] | None = None
             obs = self._observe_attempt(path, retries)
             try:
-                response = await self._aexchange(client, path, content)
+                response = await self._aexchange(client, path, content, stream=stream)
                 if response.status_code < 300:
                     if obs is not None:
                         obs.finish(response)
@@ -1142,7 +1180,7 @@ class HTTPTransport:
 
     async def aopen_stream(self, path: str, body: Any) -> AsyncLineStream:
         """Async ``open_stream``."""
-        return AsyncLineStream(self, await self._asend(path, body))
+        return AsyncLineStream(self, await self._asend(path, body, stream=True))
 
     def stream_lines(self, path: str, body: Any) -> Generator[str, None, None]:
         """POST ``body`` and yield the answer's text lines as they arrive.

@@ -20,13 +20,15 @@ the caller bounds the body.
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import ssl
 import zlib
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from io import BufferedReader
+from typing import Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -35,6 +37,7 @@ import httpx
 ACCEPT_ENCODING = "gzip, deflate"
 _READ_SIZE = 64 * 1024
 _MAX_LINE = 64 * 1024
+_MAX_HEAD = 256 * 1024  # the async lane reads a response head in one piece, up to this size
 _MAX_HEADERS = 100
 _MAX_INTERIM = 10  # 1xx answers (100 Continue, 103 Early Hints) skipped before the real one
 _INFLATE_STEP = 1024 * 1024  # decoded bytes produced per step: a compressed bomb is cut off early
@@ -108,7 +111,7 @@ def _header_line(line: bytes, count: int) -> tuple[str, str]:
     if count >= _MAX_HEADERS:
         raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_HEADERS} headers")
     name, sep, value = line.partition(b":")
-    if not sep or not name or name != name.strip():
+    if not sep or not name or name != name.strip() or b"\n" in line or b"\r" in line:
         raise httpx.RemoteProtocolError(f"malformed response header line {line[:40]!r}")
     return name.decode("latin-1"), value.strip().decode("latin-1")
 
@@ -135,6 +138,25 @@ def _read_head(rfile: BufferedReader) -> _Head:
             if not line.endswith(b"\n"):
                 raise httpx.RemoteProtocolError("the connection closed in the middle of the response headers")
             pairs.append(_header_line(line.rstrip(b"\r\n"), len(pairs)))
+        if _is_final(status):
+            return status, reason, http10, pairs
+    raise httpx.RemoteProtocolError(_TOO_MANY_INTERIM)
+
+
+async def _aread_head(reader: asyncio.StreamReader) -> _Head:
+    """Async ``_read_head``: the head arrives in one piece (bounded by the reader's limit)."""
+    for _ in range(_MAX_INTERIM + 1):
+        try:
+            block = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                raise _Stale from None
+            raise httpx.RemoteProtocolError("the connection closed in the middle of the response headers") from None
+        except asyncio.LimitOverrunError:
+            raise httpx.RemoteProtocolError(f"the response head is larger than {_MAX_HEAD} bytes") from None
+        lines = block[:-4].split(b"\r\n")
+        status, reason, http10 = _status_line(lines[0])
+        pairs = [_header_line(line, count) for count, line in enumerate(lines[1:])]
         if _is_final(status):
             return status, reason, http10, pairs
     raise httpx.RemoteProtocolError(_TOO_MANY_INTERIM)
@@ -418,14 +440,23 @@ def _header_bytes(text: str) -> bytes:
         return text.encode("utf-8")
 
 
-class StdlibPoster:
-    """Keep-alive connections per origin, shared safely by threads (a deque each)."""
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=_Closable)
+
+
+class _Poster(Generic[_C]):
+    """What both lanes share: the request head per URL, and idle connections per origin (a deque
+    each, so threads share a pool without a lock)."""
 
     def __init__(self, *, ssl_context: ssl.SSLContext | None = None, max_idle: int = 100) -> None:
         self._ssl_context = ssl_context
         self._max_idle = max_idle
-        self._idle: dict[_Origin, deque[_Connection]] = {}
-        # url -> (origin, request head without Content-Length); headers are fixed per caller.
+        self._idle: dict[_Origin, deque[_C]] = {}
+        # (url, id(headers)) -> (origin, request head without Content-Length, headers); a caller's
+        # headers are fixed, so the head is built once.
         self._heads: dict[tuple[str, int], tuple[_Origin, bytes, Mapping[str, str]]] = {}
         self._closed = False
 
@@ -454,6 +485,35 @@ class StdlibPoster:
             found = self._heads[key] = ((parts.scheme, host, port), _header_bytes(text), headers)
         return found[0], found[1]
 
+    def _prepare(self, url: str, headers: Mapping[str, str], content: bytes) -> tuple[_Origin, bytes, deque[_C]]:
+        """The origin, the whole request message, and the origin's idle connections."""
+        if self._closed:
+            raise RuntimeError("the connection pool is closed")
+        origin, head = self._head(url, headers)
+        message = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(content), content)
+        return origin, message, self._idle.setdefault(origin, deque())
+
+    def _release(self, origin: _Origin, conn: _C) -> None:
+        idle = self._idle.get(origin)
+        if self._closed or idle is None or len(idle) >= self._max_idle:
+            conn.close()
+        else:
+            idle.append(conn)
+
+    def close(self) -> None:
+        """Close every idle connection; connections in use are closed when released."""
+        self._closed = True
+        for idle in list(self._idle.values()):
+            while True:
+                try:
+                    idle.pop().close()
+                except IndexError:
+                    break
+
+
+class StdlibPoster(_Poster[_Connection]):
+    """Sync POSTs over pooled keep-alive sockets, shared safely by threads."""
+
     def _connect(self, origin: _Origin, timeout: httpx.Timeout) -> _Connection:
         scheme, host, port = origin
         try:
@@ -475,20 +535,9 @@ class StdlibPoster:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
         return _Connection(sock)
 
-    def _release(self, origin: _Origin, conn: _Connection) -> None:
-        idle = self._idle.get(origin)
-        if self._closed or idle is None or len(idle) >= self._max_idle:
-            conn.close()
-        else:
-            idle.append(conn)
-
     def post(self, url: str, headers: Mapping[str, str], content: bytes, timeout: httpx.Timeout) -> StdlibResponse:
         """POST ``content`` with exactly ``headers`` (plus Host and Content-Length)."""
-        if self._closed:
-            raise RuntimeError("the connection pool is closed")
-        origin, head = self._head(url, headers)
-        message = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(content), content)
-        idle = self._idle.setdefault(origin, deque())
+        origin, message, idle = self._prepare(url, headers, content)
         while True:
             try:
                 conn, reused = idle.pop(), True
@@ -528,15 +577,159 @@ class StdlibPoster:
                 conn.close()
                 raise
 
+
+class _AsyncConnection:
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def usable(self) -> bool:
+        return not self.reader.at_eof() and not self.writer.is_closing()
+
     def close(self) -> None:
-        """Close every idle connection; connections in use are closed when released."""
-        self._closed = True
-        for idle in list(self._idle.values()):
-            while True:
-                try:
-                    idle.pop().close()
-                except IndexError:
+        self.writer.close()
+
+
+class AsyncStdlibResponse(_Response):
+    """Async ``StdlibResponse``: ``aiter_bytes()`` and ``aclose()``."""
+
+    __slots__ = ("_conn", "_poster", "_read_timeout")
+
+    def __init__(
+        self,
+        poster: AsyncStdlibPoster,
+        origin: _Origin,
+        conn: _AsyncConnection,
+        head: _Head,
+        url: str,
+        read_timeout: float | None,
+    ) -> None:
+        super().__init__(origin, head, url)
+        self._poster = poster
+        self._conn: _AsyncConnection | None = conn
+        self._read_timeout = read_timeout
+
+    async def _read(self, reader: asyncio.StreamReader, size: int) -> bytes:
+        if self._read_timeout is None:
+            return await reader.read(size)
+        async with asyncio.timeout(self._read_timeout):  # per read, as httpx's read timeout
+            return await reader.read(size)
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The decoded body as it arrives."""
+        conn = self._conn
+        if conn is None:
+            return
+        framer = self._framer
+        try:
+            inflater = self._inflater()
+            while not framer.done:
+                data = await self._read(conn.reader, framer.want())
+                if not data:
+                    framer.end()
                     break
+                for piece in self._decoded(inflater, framer.feed(data)):
+                    yield piece
+            if inflater is not None and (tail := inflater.flush()):
+                yield tail
+        except TimeoutError as exc:
+            self._drop()
+            raise httpx.ReadTimeout(str(exc) or "timed out reading the response") from None
+        except OSError as exc:
+            self._drop()
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+        except BaseException:
+            self._drop()
+            raise
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    async def aclose(self) -> None:
+        """Release the connection: back to the pool after a whole body, closed otherwise."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._reusable():
+            self._poster._release(self._origin, conn)
+        else:
+            conn.close()
+
+    def as_httpx(self, request: httpx.Request) -> httpx.Response:
+        """The same answer as an ``httpx.Response`` whose (decoded) body is still unread."""
+        return self._httpx(request, _AsyncStream(self))
 
 
-__all__ = ["ACCEPT_ENCODING", "Headers", "StdlibPoster", "StdlibResponse"]
+class _AsyncStream(httpx.AsyncByteStream):
+    def __init__(self, response: AsyncStdlibResponse) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._response.aiter_bytes():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class AsyncStdlibPoster(_Poster[_AsyncConnection]):
+    """Async ``StdlibPoster`` over asyncio streams; one per event loop (its connections belong to it)."""
+
+    async def _connect(self, origin: _Origin, timeout: httpx.Timeout) -> _AsyncConnection:
+        scheme, host, port = origin
+        tls = scheme == "https"
+        try:
+            async with asyncio.timeout(timeout.connect):
+                reader, writer = await asyncio.open_connection(
+                    host,
+                    port,
+                    ssl=(self._ssl_context or ssl.create_default_context()) if tls else None,
+                    server_hostname=host if tls else None,
+                    limit=_MAX_HEAD,
+                )
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from None
+        except OSError as exc:  # ssl.SSLError included
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
+        return _AsyncConnection(reader, writer)
+
+    async def post(
+        self, url: str, headers: Mapping[str, str], content: bytes, timeout: httpx.Timeout
+    ) -> AsyncStdlibResponse:
+        """POST ``content`` with exactly ``headers`` (plus Host and Content-Length)."""
+        origin, message, idle = self._prepare(url, headers, content)
+        while True:
+            try:
+                conn = idle.pop()
+            except IndexError:
+                conn = await self._connect(origin, timeout)
+            else:
+                if not conn.usable():
+                    conn.close()  # closed by the server while idle; nothing was sent on it
+                    continue
+            try:
+                conn.writer.write(message)
+                async with asyncio.timeout(timeout.read):
+                    await conn.writer.drain()
+                    head = await _aread_head(conn.reader)
+                return AsyncStdlibResponse(self, origin, conn, head, url, timeout.read)
+            except _Stale:
+                conn.close()
+                # Once written, a request is never re-sent here (the server may have acted on it).
+                raise httpx.RemoteProtocolError("the server closed the connection without answering") from None
+            except TimeoutError as exc:
+                conn.close()
+                raise httpx.ReadTimeout(str(exc) or "timed out waiting for the answer") from None
+            except OSError as exc:
+                conn.close()
+                raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+            except BaseException:
+                conn.close()
+                raise
+
+
+__all__ = ["ACCEPT_ENCODING", "AsyncStdlibPoster", "AsyncStdlibResponse", "Headers", "StdlibPoster", "StdlibResponse"]
