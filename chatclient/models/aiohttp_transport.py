@@ -112,6 +112,11 @@ class DirectResponse:
         self.encoding: str | None = response.charset
         self.url = url
 
+    @property
+    def reason_phrase(self) -> str:
+        """The status line's reason ("OK", "Too Many Requests"...)."""
+        return self._response.reason or ""
+
     def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The (decoded) body as it arrives."""
         return _body_chunks(self._response)

@@ -591,6 +591,9 @@ class _Answer(Protocol):
     @property
     def url(self) -> object: ...
 
+    @property
+    def reason_phrase(self) -> str: ...
+
 
 class _AsyncAnswer(_Answer, Protocol):
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
@@ -612,6 +615,13 @@ class _DirectPoster(Protocol):
     async def direct_post(
         self, url: str, headers: Mapping[str, str], content: bytes, timeout: httpx.Timeout
     ) -> _DirectAnswer: ...
+
+
+def _log_answer(url: str, answer: _Answer) -> None:
+    # The line httpx logs for every response, for the answers that bypass it (same logger level, same
+    # wording), so a log that showed requests before still does.
+    if logger.isEnabledFor(logging.INFO):
+        logger.info('HTTP Request: POST %s "HTTP/1.1 %d %s"', url, answer.status_code, answer.reason_phrase)
 
 
 def _direct_poster(client: httpx.AsyncClient) -> _DirectPoster | None:
@@ -990,6 +1000,7 @@ class HTTPTransport:
         poster = None if stream else self._poster()
         if poster is not None:
             answer = poster.post(self.base_url + path, self._lane_headers, content, self.timeout)
+            _log_answer(self.base_url + path, answer)
             if 200 <= answer.status_code < 300:
                 notify_response(answer.status_code, answer.headers)
                 return answer
@@ -1071,6 +1082,7 @@ class HTTPTransport:
         elif direct is not None:
             answer = await direct.direct_post(self.base_url + path, self._direct_headers(client), content, self.timeout)
         if answer is not None:
+            _log_answer(self.base_url + path, answer)
             if 200 <= answer.status_code < 300:
                 notify_response(answer.status_code, answer.headers)
                 return answer

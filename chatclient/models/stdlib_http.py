@@ -59,6 +59,13 @@ def _closed_while_idle(sock: socket.socket) -> bool:
         return True
 
 
+def _connect_error(exc: OSError) -> httpx.ConnectError:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, ConnectionRefusedError) and "refused" not in text.lower():
+        text = f"connection refused ({text})"  # asyncio says "Connect call failed"
+    return httpx.ConnectError(text)
+
+
 class _Stale(Exception):
     """A pooled connection turned out to be closed by the server before it answered."""
 
@@ -90,13 +97,6 @@ class _Connection:
             self.sock.close()
 
 
-def _line(rfile: BufferedReader, what: str) -> bytes:
-    line = rfile.readline(_MAX_LINE + 1)
-    if len(line) > _MAX_LINE:
-        raise httpx.RemoteProtocolError(f"the server sent a {what} longer than {_MAX_LINE} bytes")
-    return line
-
-
 def _status_line(line: bytes) -> tuple[int, str, bool]:
     """Status, reason and whether the answer is HTTP/1.0; ``line`` without its line break."""
     version, _, rest = line.partition(b" ")
@@ -106,60 +106,73 @@ def _status_line(line: bytes) -> tuple[int, str, bool]:
     return int(code), reason.decode("latin-1"), version == b"HTTP/1.0"
 
 
-def _header_line(line: bytes, count: int) -> tuple[str, str]:
-    """One ``name: value`` pair; ``count`` is how many came before it."""
-    if count >= _MAX_HEADERS:
-        raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_HEADERS} headers")
-    name, sep, value = line.partition(b":")
-    if not sep or not name or name != name.strip() or b"\n" in line or b"\r" in line:
-        raise httpx.RemoteProtocolError(f"malformed response header line {line[:40]!r}")
-    return name.decode("latin-1"), value.strip().decode("latin-1")
+class _HeadParser:
+    """Sans-IO reader of a response head, fed one line at a time (with its line break, as
+    ``readline`` gives it; CRLF or bare LF). ``feed`` returns the head of the final (non-1xx)
+    answer once its blank line arrives, else ``None``. Bounds: 64 KiB a line, 100 headers, 256 KiB
+    a head, 10 interim answers."""
 
+    __slots__ = ("_interim", "_pairs", "_size", "_status")
 
-def _is_final(status: int) -> bool:
-    return status >= 200 or status == 101  # 100 Continue and 103 Early Hints come before the answer
+    def __init__(self) -> None:
+        self._status: tuple[int, str, bool] | None = None
+        self._pairs: list[tuple[str, str]] = []
+        self._size = 0
+        self._interim = 0
 
-
-_TOO_MANY_INTERIM = f"the server sent more than {_MAX_INTERIM} interim (1xx) answers"
+    def feed(self, line: bytes) -> _Head | None:
+        self._size += len(line)
+        if len(line) > _MAX_LINE:
+            raise httpx.RemoteProtocolError(f"the server sent a head line longer than {_MAX_LINE} bytes")
+        if self._size > _MAX_HEAD:
+            raise httpx.RemoteProtocolError(f"the response head is larger than {_MAX_HEAD} bytes")
+        if not line.endswith(b"\n"):
+            if not line and self._status is None and not self._interim:
+                raise _Stale  # not one byte of an answer: the connection was closed
+            raise httpx.RemoteProtocolError("the connection closed in the middle of the response head")
+        text = line.rstrip(b"\r\n")
+        if self._status is None:
+            self._status = _status_line(text)
+            return None
+        if text:
+            if len(self._pairs) >= _MAX_HEADERS:
+                raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_HEADERS} headers")
+            name, sep, value = text.partition(b":")
+            if not sep or not name or name != name.strip() or b"\r" in text:
+                raise httpx.RemoteProtocolError(f"malformed response header line {text[:40]!r}")
+            self._pairs.append((name.decode("latin-1"), value.strip().decode("latin-1")))
+            return None
+        status, reason, http10 = self._status
+        if status >= 200 or status == 101:
+            return status, reason, http10, self._pairs
+        # 100 Continue and 103 Early Hints come before the answer: skip them.
+        self._interim += 1
+        if self._interim > _MAX_INTERIM:
+            raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_INTERIM} interim (1xx) answers")
+        self._status, self._pairs = None, []
+        return None
 
 
 def _read_head(rfile: BufferedReader) -> _Head:
-    """Status, reason, HTTP/1.0 or not, and header pairs of the next final (non-1xx) answer."""
-    for _ in range(_MAX_INTERIM + 1):
-        line = _line(rfile, "status line")
-        if not line:
-            raise _Stale
-        status, reason, http10 = _status_line(line.rstrip(b"\r\n"))
-        pairs: list[tuple[str, str]] = []
-        while True:
-            line = _line(rfile, "header line")
-            if line in (b"\r\n", b"\n"):
-                break
-            if not line.endswith(b"\n"):
-                raise httpx.RemoteProtocolError("the connection closed in the middle of the response headers")
-            pairs.append(_header_line(line.rstrip(b"\r\n"), len(pairs)))
-        if _is_final(status):
-            return status, reason, http10, pairs
-    raise httpx.RemoteProtocolError(_TOO_MANY_INTERIM)
+    """The head of the next final answer on a sync connection."""
+    parser = _HeadParser()
+    while True:
+        head = parser.feed(rfile.readline(_MAX_LINE + 1))
+        if head is not None:
+            return head
 
 
 async def _aread_head(reader: asyncio.StreamReader) -> _Head:
-    """Async ``_read_head``: the head arrives in one piece (bounded by the reader's limit)."""
-    for _ in range(_MAX_INTERIM + 1):
+    """Async ``_read_head``."""
+    parser = _HeadParser()
+    while True:
         try:
-            block = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if not exc.partial:
-                raise _Stale from None
-            raise httpx.RemoteProtocolError("the connection closed in the middle of the response headers") from None
-        except asyncio.LimitOverrunError:
-            raise httpx.RemoteProtocolError(f"the response head is larger than {_MAX_HEAD} bytes") from None
-        lines = block[:-4].split(b"\r\n")
-        status, reason, http10 = _status_line(lines[0])
-        pairs = [_header_line(line, count) for count, line in enumerate(lines[1:])]
-        if _is_final(status):
-            return status, reason, http10, pairs
-    raise httpx.RemoteProtocolError(_TOO_MANY_INTERIM)
+            line = await reader.readline()
+        except ValueError:  # longer than the reader's limit (_MAX_HEAD) without a line break
+            raise httpx.RemoteProtocolError(f"the server sent a head line longer than {_MAX_LINE} bytes") from None
+        head = parser.feed(line)
+        if head is not None:
+            return head
 
 
 def _charset(content_type: str | None) -> str | None:
@@ -351,6 +364,11 @@ class _Response:
             else:
                 yield from inflater.feed(piece)
 
+    @property
+    def reason_phrase(self) -> str:
+        """The status line's reason ("OK", "Too Many Requests"...), as the server sent it."""
+        return self._reason
+
     def _inflater(self) -> _Inflater | None:
         """A decoder for the body's content-encoding (None for identity)."""
         encoding = (self.headers.get("content-encoding") or "identity").strip().lower()
@@ -521,7 +539,7 @@ class StdlibPoster(_Poster[_Connection]):
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from None
         except OSError as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
+            raise _connect_error(exc) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if scheme == "https":
@@ -532,7 +550,7 @@ class StdlibPoster(_Poster[_Connection]):
             raise httpx.ConnectTimeout(str(exc) or "timed out in the TLS handshake") from None
         except OSError as exc:  # ssl.SSLError included
             sock.close()
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
+            raise _connect_error(exc) from None
         return _Connection(sock)
 
     def post(self, url: str, headers: Mapping[str, str], content: bytes, timeout: httpx.Timeout) -> StdlibResponse:
@@ -548,13 +566,14 @@ class StdlibPoster(_Poster[_Connection]):
                 continue
             sent = False
             try:
-                # Read and write timeouts apply per socket operation, as httpx's do.
-                conn.sock.settimeout(timeout.read)
+                # Write and read timeouts apply per socket operation, as httpx's do.
+                conn.sock.settimeout(timeout.write)
                 try:
                     conn.sock.sendall(message)
                 except (BrokenPipeError, ConnectionResetError) as exc:
                     raise _Stale from exc
                 sent = True
+                conn.sock.settimeout(timeout.read)
                 try:
                     head_parts = _read_head(conn.rfile)
                 except ConnectionResetError as exc:
@@ -586,7 +605,11 @@ class _AsyncConnection:
         self.writer = writer
 
     def usable(self) -> bool:
-        return not self.reader.at_eof() and not self.writer.is_closing()
+        if self.reader.at_eof() or self.writer.is_closing():
+            return False
+        # The loop may not have run since the server's FIN arrived (a busy loop): ask the socket too.
+        sock = self.writer.get_extra_info("socket")
+        return sock is None or not _closed_while_idle(sock)
 
     def close(self) -> None:
         self.writer.close()
@@ -694,7 +717,7 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from None
         except OSError as exc:  # ssl.SSLError included
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from None
+            raise _connect_error(exc) from None
         return _AsyncConnection(reader, writer)
 
     async def post(
@@ -713,8 +736,10 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
                     continue
             try:
                 conn.writer.write(message)
+                if conn.writer.transport.get_write_buffer_size():  # a large body still going out
+                    async with asyncio.timeout(timeout.write):
+                        await conn.writer.drain()
                 async with asyncio.timeout(timeout.read):
-                    await conn.writer.drain()
                     head = await _aread_head(conn.reader)
                 return AsyncStdlibResponse(self, origin, conn, head, url, timeout.read)
             except _Stale:

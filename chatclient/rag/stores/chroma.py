@@ -216,10 +216,43 @@ class ChromaVectorStore(BaseVectorStore):
                         if len(hits) == request.top_k:
                             break
                 returned = len(got["ids"][0])
-                # stop when: enough hits, the threshold cut in, or Chroma had no more candidates to give
-                if len(hits) >= request.top_k or below or returned < n or n >= total:
+                if len(hits) >= request.top_k or below or exact:
                     return hits
+                if returned < n or n >= total:
+                    # HNSW is approximate: even asked for every vector it can miss some, so a rare
+                    # post-filter match may never come back. Score the pre-filtered rest exactly.
+                    return self._exact_post_filter(col, vector, request, flt)
                 n = min(total, n * _GROWTH)
+
+    def _exact_post_filter(
+        self, col: Any, vector: NDArray[np.float32], request: SearchRequest, flt: Any
+    ) -> list[Document]:
+        """Brute-force cosine search over the documents Chroma's own ``where`` lets through, with the
+        exact post-filter applied: the last resort of a filtered search (see ``_query``)."""
+        import numpy as np  # chromadb needs numpy anyway; imported here like the store's other heavy parts
+
+        expr = request.filter_expression
+        assert expr is not None
+        got = col.get(where=flt.where, include=["embeddings", "documents", "metadatas"])
+        ids = got["ids"]
+        if not ids:
+            return []
+        matrix = np.asarray(got["embeddings"], dtype=np.float32)
+        query = vector / (float(np.linalg.norm(vector)) or 1.0)
+        norms = np.linalg.norm(matrix, axis=1)
+        norms[norms == 0] = 1.0
+        scores = (matrix @ query) / norms
+        hits: list[Document] = []
+        for i in np.argsort(-scores, kind="stable"):
+            score = float(scores[i])
+            if request.similarity_threshold > 0.0 and score < request.similarity_threshold:
+                break
+            metadata = _from_chroma_metadata(got["metadatas"][i])
+            if evaluate(expr, metadata):
+                hits.append(Document(got["documents"][i] or "", metadata, id=ids[i], score=score))
+                if len(hits) == request.top_k:
+                    break
+        return hits
 
 
 def _to_chroma_metadata(doc: Document) -> dict[str, Any]:
