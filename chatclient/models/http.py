@@ -966,7 +966,8 @@ class HTTPTransport:
                     from chatclient.models.stdlib_http import ACCEPT_ENCODING
 
                     self._lane_headers = {"accept-encoding": ACCEPT_ENCODING, **self._headers}
-                    self._lane_ok = not getproxies()
+                    # NO_PROXY alone (listed as "no") sends nothing through a proxy.
+                    self._lane_ok = not any(scheme != "no" for scheme in getproxies())
         return self._lane_ok
 
     def _poster(self) -> StdlibPoster | None:

@@ -777,6 +777,22 @@ def test_proxy_in_the_environment_keeps_calls_on_httpx(
     assert took(calls, "httpx")
 
 
+def test_no_proxy_alone_keeps_the_fast_lane(
+    server: LoopbackServer,
+    calls: Counter[str],
+    make_model: Callable[..., OpenAIChatModel],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # NO_PROXY without any proxy (common in company environments) routes nothing through a proxy.
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    server.script(PATH, Reply(json=openai_completion("direct")))
+    model = make_model(server)
+    assert text_of(model) == "direct"
+    assert took(calls, "stdlib")
+
+
 # -- 9. protocol edges the fast lane parses itself -------------------------------------------------------
 
 
