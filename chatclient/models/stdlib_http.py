@@ -101,7 +101,7 @@ def _status_line(line: bytes) -> tuple[int, str, bool]:
     """Status, reason and whether the answer is HTTP/1.0; ``line`` without its line break."""
     version, _, rest = line.partition(b" ")
     code, _, reason = rest.partition(b" ")
-    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit() or code[:1] == b"0":
         raise httpx.RemoteProtocolError(f"the server did not answer with HTTP/1.x ({line[:40]!r})")
     return int(code), reason.decode("latin-1"), version == b"HTTP/1.0"
 
