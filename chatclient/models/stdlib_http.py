@@ -671,6 +671,7 @@ class AsyncStdlibResponse(_Response):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+            self._poster._in_flight.release()
 
     async def aclose(self) -> None:
         """Release the connection: back to the pool after a whole body, closed otherwise."""
@@ -681,6 +682,7 @@ class AsyncStdlibResponse(_Response):
             self._poster._release(self._origin, conn)
         else:
             conn.close()
+        self._poster._in_flight.release()
 
     def as_httpx(self, request: httpx.Request) -> httpx.Response:
         """The same answer as an ``httpx.Response`` whose (decoded) body is still unread."""
@@ -700,7 +702,19 @@ class _AsyncStream(httpx.AsyncByteStream):
 
 
 class AsyncStdlibPoster(_Poster[_AsyncConnection]):
-    """Async ``StdlibPoster`` over asyncio streams; one per event loop (its connections belong to it)."""
+    """Async ``StdlibPoster`` over asyncio streams; one per event loop (its connections belong to it).
+
+    At most ``max_connections`` requests are in flight at once (one connection each); further calls
+    wait their turn, so thousands of concurrent calls do not run the process out of file descriptors.
+    """
+
+    def __init__(
+        self, *, ssl_context: ssl.SSLContext | None = None, max_idle: int = 100, max_connections: int = 512
+    ) -> None:
+        super().__init__(ssl_context=ssl_context, max_idle=max_idle)
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._in_flight = asyncio.Semaphore(max_connections)
 
     async def _connect(self, origin: _Origin, timeout: httpx.Timeout) -> _AsyncConnection:
         scheme, host, port = origin
@@ -725,6 +739,16 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
     ) -> AsyncStdlibResponse:
         """POST ``content`` with exactly ``headers`` (plus Host and Content-Length)."""
         origin, message, idle = self._prepare(url, headers, content)
+        await self._in_flight.acquire()  # given back when the answer is released (or on failure)
+        try:
+            return await self._post(origin, message, idle, url, timeout)
+        except BaseException:
+            self._in_flight.release()
+            raise
+
+    async def _post(
+        self, origin: _Origin, message: bytes, idle: deque[_AsyncConnection], url: str, timeout: httpx.Timeout
+    ) -> AsyncStdlibResponse:
         while True:
             try:
                 conn = idle.pop()

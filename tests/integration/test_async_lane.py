@@ -1054,3 +1054,65 @@ def test_https_certificate_is_checked(
         call_fails(model, ModelConnectionError, match=r"(?i)certificate")
     assert heads == []  # nothing was sent to a server that could not prove who it is
     assert took(calls, path)
+
+
+# -- the cap on requests in flight ----------------------------------------------------------------------
+
+
+def test_requests_in_flight_are_capped_and_slots_come_back(server: LoopbackServer) -> None:
+    server.set_default(PATH, Reply(json=openai_completion("ok"), delay=0.05))
+    poster = AsyncStdlibPoster(max_connections=3)
+    url, timeout = server.url + PATH, httpx.Timeout(5.0)
+    headers = {"content-type": "application/json"}
+    busy = 0
+    most = 0
+
+    async def one() -> int:
+        nonlocal busy, most
+        response = await poster.post(url, headers, b"{}", timeout)
+        busy += 1
+        most = max(most, busy)
+        try:
+            async for _ in response.aiter_bytes():
+                pass
+        finally:
+            busy -= 1
+            await response.aclose()
+        return response.status_code
+
+    async def main() -> None:
+        assert await asyncio.gather(*(one() for _ in range(12))) == [200] * 12
+        # Callers cancelled while waiting for a slot, or mid-request, do not keep one.
+        tasks = [asyncio.ensure_future(one()) for _ in range(6)]
+        await asyncio.sleep(0.02)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        async with asyncio.timeout(5):  # with a leaked slot this would wait forever
+            assert await asyncio.gather(*(one() for _ in range(3))) == [200] * 3
+        poster.close()
+
+    asyncio.run(main())
+    assert most <= 3
+    ports = {r.client_port for r in server.requests_to(PATH)}
+    assert 1 <= len(ports) <= 3 + 6  # at most 3 at a time; cancelled requests drop their connection
+
+
+def test_a_failed_request_gives_its_slot_back() -> None:
+    closed = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{closed.getsockname()[1]}{PATH}"
+    closed.close()
+    poster = AsyncStdlibPoster(max_connections=1)
+
+    async def main() -> None:
+        for _ in range(3):
+            async with asyncio.timeout(5):
+                with pytest.raises(httpx.ConnectError, match="refused"):
+                    await poster.post(url, {}, b"{}", httpx.Timeout(2.0))
+
+    asyncio.run(main())
+
+
+def test_max_connections_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        AsyncStdlibPoster(max_connections=0)
