@@ -21,6 +21,7 @@ the caller bounds the body.
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import socket
 import ssl
@@ -477,6 +478,7 @@ class _Poster(Generic[_C]):
         # headers are fixed, so the head is built once.
         self._heads: dict[tuple[str, int], tuple[_Origin, bytes, Mapping[str, str]]] = {}
         self._closed = False
+        self._pid = os.getpid()
 
     def _head(self, url: str, headers: Mapping[str, str]) -> tuple[_Origin, bytes]:
         key = (url, id(headers))
@@ -507,6 +509,10 @@ class _Poster(Generic[_C]):
         """The origin, the whole request message, and the origin's idle connections."""
         if self._closed:
             raise RuntimeError("the connection pool is closed")
+        if os.getpid() != self._pid:
+            # A forked child must not talk on its parent's sockets (answers would interleave): it
+            # starts with an empty pool and leaves those connections to the parent.
+            self._idle, self._pid = {}, os.getpid()
         origin, head = self._head(url, headers)
         message = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(content), content)
         return origin, message, self._idle.setdefault(origin, deque())

@@ -974,3 +974,27 @@ def test_https_certificate_is_checked(
             text_of(model)
     assert heads == []  # nothing was sent to a server that could not prove who it is
     assert took(calls, path)
+
+
+def test_a_forked_child_opens_its_own_connections(server: LoopbackServer) -> None:
+    import os
+
+    server.set_default(PATH, Reply(json=openai_completion("ok")))
+    model = OpenAIChatModel("gpt-test", base_url=server.url + "/v1", api_key=KEY, max_retries=0)
+    try:
+        assert text_of(model) == "ok"  # the parent now has a pooled connection
+        pid = os.fork()
+        if pid == 0:  # the child: its call must not go out on the parent's socket
+            code = 0
+            try:
+                code = 0 if text_of(model) == "ok" else 1
+            except BaseException:
+                code = 2
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert text_of(model) == "ok"  # and the parent's connection is still good
+        ports = [r.client_port for r in server.requests_to(PATH)]
+        assert len(ports) == 3 and ports[0] == ports[2] != ports[1]
+    finally:
+        model.close()
