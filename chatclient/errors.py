@@ -73,6 +73,23 @@ class VectorStoreError(ChatClientError):
         self.store = store
 
 
+class ChatMemoryError(ChatClientError):
+    """A chat memory store (PostgreSQL, Redis, SQLite) failed: it is down or unreachable, refused the
+    credentials, timed out, or the database is locked or not writable. ``store`` names the store
+    (``"PostgreSQL"``, ``"Redis"``, ``"SQLite"``); the message names the operation and what to check,
+    never a password. The driver's exception is the ``__cause__``."""
+
+    def __init__(self, message: str, store: str = "") -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class ChatMemoryTimeoutError(ChatMemoryError, TimeoutError):
+    """A chat memory store did not answer in time, stayed locked, or no pooled connection became free.
+
+    It is also a ``TimeoutError``, so code that catches that keeps working."""
+
+
 class DocumentReadError(ChatClientError):
     """A document (PDF, HTML, a file under a directory) could not be read: malformed, too large or too slow.
 
@@ -337,6 +354,8 @@ __all__ = [
     "CassetteError",
     "CassetteMismatchError",
     "ChatClientError",
+    "ChatMemoryError",
+    "ChatMemoryTimeoutError",
     "CircuitOpenError",
     "EvaluationError",
     "FilterExpressionError",

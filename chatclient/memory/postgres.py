@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from chatclient import jsonsafe
+from chatclient.memory._errors import StoreErrors, connection_secrets
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
 from chatclient.memory.serialization import message_from_dict, message_to_dict
 from chatclient.memory.sqlite import check_identifier
@@ -41,6 +42,31 @@ def _psycopg() -> Any:
     except ImportError:
         raise ImportError("PostgresChatMemoryRepository needs psycopg 3: pip install 'chatclient[postgres]'") from None
     return psycopg
+
+
+def _store_errors(psycopg: Any, dsn: str) -> StoreErrors:
+    """How this DSN's failures are reported: at its host and port, with its password scrubbed."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:  # a malformed DSN fails again, reported, at the first operation
+        info = {}
+    host, port = info.get("host") or info.get("hostaddr"), info.get("port") or "5432"
+    where = f"{host}:{port}" if host else f"the local socket (port {port})"
+    password = info.get("password")
+    timeouts = tuple(
+        getattr(psycopg.errors, name)
+        for name in ("ConnectionTimeout", "QueryCanceled")
+        if hasattr(psycopg.errors, name)
+    )
+    return StoreErrors(
+        "PostgreSQL",
+        where=where,
+        check="is PostgreSQL running at {where} and accepting connections, and are the DSN's "
+        "database name, user and password right?",
+        driver_errors=(psycopg.Error,),
+        is_timeout=lambda exc: isinstance(exc, timeouts),
+        secrets=[*connection_secrets(dsn), *([password] if password else [])],
+    )
 
 
 def _lock_key(*parts: str) -> int:
@@ -73,7 +99,9 @@ class PostgresChatMemoryRepository:
     """Stores conversations in a PostgreSQL table; safe across threads, processes and hosts.
 
     ``dsn`` is a libpq connection string or URL. Up to ``max_connections`` connections are kept open
-    and shared by threads. Call :meth:`close` when done.
+    and shared by threads. Call :meth:`close` when done. A server that is down, refuses the login or
+    fails a query raises ``ChatMemoryError`` (``ChatMemoryTimeoutError`` when it times out or every
+    pooled connection stays busy), never a psycopg exception.
     """
 
     def __init__(
@@ -98,6 +126,7 @@ class PostgresChatMemoryRepository:
         self._name = sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)
         self._qualified = f"{self.schema}.{self.table}" if self.schema else self.table
         self.connect_timeout = connect_timeout
+        self._errors = _store_errors(self._psycopg, dsn)
         self._idle: list[Any] = []
         self._max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
@@ -117,11 +146,23 @@ class PostgresChatMemoryRepository:
                     self._slots = threading.BoundedSemaphore(self._max_connections)
 
     @contextmanager
-    def _connection(self) -> Iterator[Any]:
+    def _connection(self, operation: str) -> Iterator[Any]:
+        # Everything the caller does with the connection runs inside the operation too, so a
+        # failing query or commit is reported like a failing connect.
+        with self._errors.operation(operation), self._pooled(operation) as conn:
+            yield conn
+
+    @contextmanager
+    def _pooled(self, operation: str) -> Iterator[Any]:
         self._check_fork()
         slots = self._slots  # release the semaphore that was acquired, even if a fork replaced it
-        if not slots.acquire(timeout=max(self.connect_timeout, 1.0) * 6):
-            raise TimeoutError("no PostgreSQL connection became free in time; raise max_connections")
+        wait = max(self.connect_timeout, 1.0) * 6
+        if not slots.acquire(timeout=wait):
+            raise self._errors.error(
+                operation,
+                f"no PostgreSQL connection became free within {wait:g} s (max_connections={self._max_connections})",
+                timeout=True,
+            )
         conn = None
         try:
             with self._lock:
@@ -179,13 +220,13 @@ class PostgresChatMemoryRepository:
     # -- the repository ------------------------------------------------------------------------
 
     def find_conversation_ids(self) -> list[str]:
-        with self._connection() as conn:
+        with self._connection("find_conversation_ids") as conn:
             rows = conn.execute(self._sql("SELECT DISTINCT conversation_id FROM {table} ORDER BY 1")).fetchall()
         return [r[0] for r in rows]
 
     def find(self, conversation_id: str) -> list[Message]:
         check_conversation_id(conversation_id)
-        with self._connection() as conn:
+        with self._connection("find") as conn:
             rows = conn.execute(
                 self._sql("SELECT message, message_text FROM {table} WHERE conversation_id = %s ORDER BY seq"),
                 (conversation_id,),
@@ -194,21 +235,24 @@ class PostgresChatMemoryRepository:
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         stored = check_messages(messages)
-        self.update(conversation_id, lambda _: stored)
+        self._update("save_all", conversation_id, lambda _: stored)
 
     def delete(self, conversation_id: str) -> None:
         check_conversation_id(conversation_id)
-        with self._connection() as conn, conn.transaction():
+        with self._connection("delete") as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._qualified, conversation_id),))
             conn.execute(self._sql("DELETE FROM {table} WHERE conversation_id = %s"), (conversation_id,))
 
     def update(self, conversation_id: str, fn: MessageUpdate) -> list[Message]:
         """Apply ``fn`` to the conversation in one transaction holding the conversation's lock."""
+        return self._update("update", conversation_id, fn)
+
+    def _update(self, operation: str, conversation_id: str, fn: MessageUpdate) -> list[Message]:
         check_conversation_id(conversation_id)
         # Pipeline mode sends the lock and the read together, then the writes and the commit
         # together: two round trips per update instead of six, which is what bounds throughput
         # while writers queue on the conversation's lock.
-        with self._connection() as conn, conn.pipeline(), conn.transaction():
+        with self._connection(operation) as conn, conn.pipeline(), conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(self._qualified, conversation_id),))
             rows = conn.execute(
                 self._sql("SELECT seq, message, message_text FROM {table} WHERE conversation_id = %s ORDER BY seq"),

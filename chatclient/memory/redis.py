@@ -11,9 +11,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from chatclient.memory._errors import StoreErrors, connection_secrets
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
 from chatclient.memory.serialization import message_from_json, message_to_json
 from chatclient.messages import Message
+
+
+def _store_errors(redis: Any, client: Any, url: str | None) -> StoreErrors:
+    """How the client's failures are reported: at its host and port, with its password scrubbed."""
+    pool = getattr(client, "connection_pool", None)
+    settings = getattr(pool, "connection_kwargs", None) or {}
+    if settings.get("path"):
+        where = str(settings["path"])
+    elif settings:
+        where = f"{settings.get('host', 'localhost')}:{settings.get('port', 6379)}"
+    else:  # a client without a single connection pool (a cluster client, say)
+        where = "the given client's server"
+    password = settings.get("password")
+    return StoreErrors(
+        "Redis",
+        where=where,
+        check="is Redis running at {where}, and are the URL's database number, user and password right?",
+        driver_errors=(redis.exceptions.RedisError,),
+        is_timeout=lambda exc: isinstance(exc, redis.exceptions.TimeoutError),
+        secrets=[*(connection_secrets(url) if url else []), *([str(password)] if password else [])],
+    )
 
 
 def _redis() -> Any:
@@ -28,7 +50,9 @@ class RedisChatMemoryRepository:
     """Stores conversations in Redis lists; safe across threads, processes and hosts.
 
     Pass a ``url`` (``redis://host:port/db``) or a ready ``client`` (a ``redis.Redis``).
-    ``ttl`` (seconds) makes a conversation expire after that long without writes.
+    ``ttl`` (seconds) makes a conversation expire after that long without writes. A server that is
+    down or refuses the login raises ``ChatMemoryError`` (``ChatMemoryTimeoutError`` on a timeout),
+    never a redis-py exception.
     """
 
     def __init__(
@@ -46,12 +70,17 @@ class RedisChatMemoryRepository:
         self.ttl = ttl
         # redis-py's connection pool is thread-safe and reconnects after fork() by itself.
         self.client = client if client is not None else redis.Redis.from_url(url)
+        self._errors = _store_errors(redis, self.client, url if client is None else None)
         self._index = f"{prefix}conversations"
 
     def _key(self, conversation_id: str) -> str:
         return f"{self.prefix}conversation:{conversation_id}"
 
     def find_conversation_ids(self) -> list[str]:
+        with self._errors.operation("find_conversation_ids"):
+            return self._find_conversation_ids()
+
+    def _find_conversation_ids(self) -> list[str]:
         ids = sorted(_text(i) for i in self.client.smembers(self._index))
         if self.ttl is None or not ids:
             return ids
@@ -67,21 +96,26 @@ class RedisChatMemoryRepository:
 
     def find(self, conversation_id: str) -> list[Message]:
         check_conversation_id(conversation_id)
-        return [message_from_json(raw) for raw in self.client.lrange(self._key(conversation_id), 0, -1)]
+        with self._errors.operation("find"):
+            stored = self.client.lrange(self._key(conversation_id), 0, -1)
+        return [message_from_json(raw) for raw in stored]
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         stored = check_messages(messages)
-        self.update(conversation_id, lambda _: stored)
+        self._update("save_all", conversation_id, lambda _: stored)
 
     def delete(self, conversation_id: str) -> None:
         check_conversation_id(conversation_id)
-        with self.client.pipeline(transaction=True) as pipe:
+        with self._errors.operation("delete"), self.client.pipeline(transaction=True) as pipe:
             pipe.delete(self._key(conversation_id))
             pipe.srem(self._index, conversation_id)
             pipe.execute()
 
     def update(self, conversation_id: str, fn: MessageUpdate) -> list[Message]:
         """Apply ``fn`` to the conversation in a WATCHed transaction, retried on conflict."""
+        return self._update("update", conversation_id, fn)
+
+    def _update(self, operation: str, conversation_id: str, fn: MessageUpdate) -> list[Message]:
         check_conversation_id(conversation_id)
         key = self._key(conversation_id)
 
@@ -106,7 +140,8 @@ class RedisChatMemoryRepository:
                 pipe.srem(self._index, conversation_id)
             return result
 
-        outcome: list[Message] = self.client.transaction(attempt, key, value_from_callable=True)
+        with self._errors.operation(operation):
+            outcome: list[Message] = self.client.transaction(attempt, key, value_from_callable=True)
         return outcome
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from chatclient.memory._errors import StoreErrors
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
 from chatclient.memory.serialization import message_from_json, message_to_json
 from chatclient.messages import Message
@@ -26,6 +27,12 @@ from chatclient.messages import Message
 _INHERITED: list[sqlite3.Connection] = []
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def _is_lock_timeout(exc: BaseException) -> bool:
+    # SQLite reports a lock still held when its busy timeout ran out as "database is locked".
+    text = str(exc)
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
 def check_identifier(name: str, what: str = "table") -> str:
@@ -46,7 +53,9 @@ class SqliteChatMemoryRepository:
 
     ``path`` is a file (created with its table on first use) or ``":memory:"`` (one private
     database per repository object). ``synchronous="NORMAL"`` (the default) survives a crashed
-    process; use ``"FULL"`` to also survive a power cut at some cost in write speed.
+    process; use ``"FULL"`` to also survive a power cut at some cost in write speed. A file that
+    cannot be opened or written raises ``ChatMemoryError``; a database still locked by another
+    connection after ``timeout`` seconds raises ``ChatMemoryTimeoutError``.
     """
 
     def __init__(
@@ -65,6 +74,14 @@ class SqliteChatMemoryRepository:
         self.table = check_identifier(table)
         self.timeout = timeout
         self.synchronous = synchronous.upper()
+        self._errors = StoreErrors(
+            "SQLite",
+            where=self.path,
+            check="can this process create and write {where} and its directory (with room on the disk), "
+            f"and does no other connection hold the database locked for longer than timeout={timeout:g} s?",
+            driver_errors=(sqlite3.Error,),
+            is_timeout=_is_lock_timeout,
+        )
         self._local = threading.local()
         self._lock = threading.RLock()
         # Connections this process opened, with their thread: closed by close(), or when a new one
@@ -131,20 +148,22 @@ class SqliteChatMemoryRepository:
         return conn
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, operation: str, *, write: bool) -> Iterator[sqlite3.Connection]:
         memory_db = self.path == ":memory:"
         if memory_db:
             self._lock.acquire()  # one connection shared by all threads: serialise its use
         try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            # Opening the file, the body and the COMMIT all count as the operation.
+            with self._errors.operation(operation):
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
         finally:
             if memory_db:
                 self._lock.release()
@@ -164,13 +183,13 @@ class SqliteChatMemoryRepository:
     # -- the repository ------------------------------------------------------------------------
 
     def find_conversation_ids(self) -> list[str]:
-        with self._transaction(write=False) as conn:
+        with self._transaction("find_conversation_ids", write=False) as conn:
             rows = conn.execute(f"SELECT DISTINCT conversation_id FROM {self.table} ORDER BY conversation_id")
             return [r[0] for r in rows]
 
     def find(self, conversation_id: str) -> list[Message]:
         check_conversation_id(conversation_id)
-        with self._transaction(write=False) as conn:
+        with self._transaction("find", write=False) as conn:
             rows = conn.execute(
                 f"SELECT message FROM {self.table} WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
             ).fetchall()
@@ -178,17 +197,20 @@ class SqliteChatMemoryRepository:
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         stored = check_messages(messages)
-        self.update(conversation_id, lambda _: stored)
+        self._update("save_all", conversation_id, lambda _: stored)
 
     def delete(self, conversation_id: str) -> None:
         check_conversation_id(conversation_id)
-        with self._transaction(write=True) as conn:
+        with self._transaction("delete", write=True) as conn:
             conn.execute(f"DELETE FROM {self.table} WHERE conversation_id = ?", (conversation_id,))
 
     def update(self, conversation_id: str, fn: MessageUpdate) -> list[Message]:
         """Apply ``fn`` to the conversation inside one write transaction."""
+        return self._update("update", conversation_id, fn)
+
+    def _update(self, operation: str, conversation_id: str, fn: MessageUpdate) -> list[Message]:
         check_conversation_id(conversation_id)
-        with self._transaction(write=True) as conn:
+        with self._transaction(operation, write=True) as conn:
             rows = conn.execute(
                 f"SELECT seq, message FROM {self.table} WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
             ).fetchall()

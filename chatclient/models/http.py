@@ -41,7 +41,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, 
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
-from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -63,12 +63,14 @@ from chatclient.models.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTE
 from chatclient.observation import Observation
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
+from chatclient.redaction import _MIN_SECRET, REDACTED, scrub
 
 if TYPE_CHECKING:
     from chatclient.models.stdlib_http import AsyncStdlibPoster, StdlibPoster
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "REDACTED",
     "HTTPChatModel",
     "HTTPTransport",
     "PooledHTTPResource",
@@ -91,7 +93,6 @@ _T = TypeVar("_T")
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 RETRY_STATUSES = frozenset({408, 409, 429})
 BODY_EXCERPT_CHARS = 1000
-REDACTED = "[REDACTED]"
 MAX_REDIRECTS = 5
 # Statuses followed by re-sending the same POST: a chat API has no GET form of a request, so the
 # classic "turn POST into GET" rule would only produce a confusing 404/405 further down.
@@ -151,70 +152,8 @@ class ResponseLimits:
 
 # -- secrets ----------------------------------------------------------------------------------------
 
-_MIN_SECRET = 4  # shorter values are not treated as secrets: scrubbing them would shred every text
-_FRAGMENT = 6  # any run of this many consecutive characters of a secret counts as a leak
 _SENSITIVE_HEADER = re.compile(r"authorization|cookie|api[-_]?key|token|secret|password|auth", re.IGNORECASE)
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-
-
-def _representations(secret: str) -> set[str]:
-    """The ways a secret shows up in texts: raw, escaped by repr/JSON/bytes, URL-encoded."""
-    forms = {secret, secret.strip()}
-    for form in list(forms):
-        forms.add(repr(form)[1:-1])
-        forms.add(json.dumps(form)[1:-1])
-        forms.add(repr(form.encode("utf-8", "surrogatepass"))[2:-1])
-        forms.add(quote(form, safe=""))
-        forms.add(quote_plus(form, safe=""))
-    return {f for f in forms if len(f) >= _MIN_SECRET}
-
-
-def _scrub_once(text: str, forms: Sequence[str]) -> str:
-    hits: list[tuple[int, int]] = []
-    for form in forms:
-        width = min(len(form), _FRAGMENT)
-        for gram in {form[i : i + width] for i in range(len(form) - width + 1)}:
-            at = text.find(gram)
-            while at >= 0:
-                hits.append((at, at + width))
-                at = text.find(gram, at + 1)
-    if not hits:
-        return text
-    hits.sort()
-    out: list[str] = []
-    pos = 0
-    start, stop = hits[0]
-    for a, b in hits[1:]:
-        if a <= stop:  # overlapping or touching fragments are one redaction
-            stop = max(stop, b)
-            continue
-        out += [text[pos:start], REDACTED]
-        pos, start, stop = stop, a, b
-    out += [text[pos:start], REDACTED, text[stop:]]
-    return "".join(out)
-
-
-def scrub(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret removed, whole or in part, in any usual representation.
-
-    Raw, ``repr``/bytes/JSON-escaped and URL-encoded forms are all found, and so is any run of six
-    or more consecutive characters of one (a truncated excerpt or a masked echo of a key).
-    Secrets shorter than four characters are ignored.
-
-    >>> scrub("bad key sk-123456", ["sk-123456"])
-    'bad key [REDACTED]'
-    >>> scrub("excerpt ends with sk-123", ["sk-123456"])
-    'excerpt ends with [REDACTED]'
-    """
-    forms = sorted({f for s in secrets if s for f in _representations(s)}, key=len, reverse=True)
-    if not forms:
-        return text
-    for _ in range(3):  # a redaction could join two halves of a fragment; stop once stable
-        scrubbed = _scrub_once(text, forms)
-        if scrubbed == text:
-            break
-        text = scrubbed
-    return text
 
 
 def validate_api_key(value: str | None, *, source: str = "api_key") -> str | None:

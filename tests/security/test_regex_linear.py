@@ -249,7 +249,16 @@ def _plugin_names() -> None:
     _SAFE_NAME.sub("_", "[" * N + "a" * N)
 
 
+def _memory_errors() -> None:
+    from chatclient.memory._errors import connection_secrets, scrub_text
+
+    for text in ("a" * N, "a://" * (N // 4), "://" + "x" * N, "password='" * (N // 10), "password" + " " * N):
+        connection_secrets(text)
+        scrub_text(text, ["s3cret-pass"])
+
+
 CASES: dict[str, Callable[[], None]] = {
+    "chatclient/memory/_errors.py": _memory_errors,
     "chatclient/evaluation/linear_regex.py": _eval_regex,
     "chatclient/testing/pytest_plugin.py": _plugin_names,
     "chatclient/rag/etl/readers.py": _markdown,
