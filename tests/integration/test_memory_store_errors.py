@@ -95,16 +95,27 @@ def _live_postgres() -> None:
 # -- PostgreSQL ------------------------------------------------------------------------------------
 
 
-@pytest.mark.postgres
+def _down(store: str, port: int) -> tuple[Any, type[BaseException]]:
+    """A repository of ``store`` pointed at a closed port, and the driver error it must wrap."""
+    if store == "PostgreSQL":
+        psycopg = pytest.importorskip("psycopg")
+        return _postgres(f"postgresql://alice:{PASSWORD}@127.0.0.1:{port}/test"), psycopg.OperationalError
+    redis = pytest.importorskip("redis")
+    return _redis(f"redis://bob:{PASSWORD}@127.0.0.1:{port}/0"), redis.exceptions.ConnectionError
+
+
+@pytest.mark.parametrize(
+    "store", [pytest.param("PostgreSQL", marks=pytest.mark.postgres), pytest.param("Redis", marks=pytest.mark.redis)]
+)
 @pytest.mark.parametrize("operation", list(OPERATIONS))
-def test_postgres_down_is_a_chat_memory_error(operation: str, closed_port: int) -> None:
-    psycopg = pytest.importorskip("psycopg")
-    repo = _postgres(f"postgresql://alice:{PASSWORD}@127.0.0.1:{closed_port}/test")
+def test_a_store_that_is_down_is_a_chat_memory_error(store: str, operation: str, closed_port: int) -> None:
+    repo, driver_error = _down(store, closed_port)
     with pytest.raises(ChatMemoryError) as info:
         OPERATIONS[operation](repo)
-    _check(info.value, "PostgreSQL", operation, f"127.0.0.1:{closed_port}")
-    assert isinstance(info.value.__cause__, psycopg.OperationalError)  # the driver's reason stays reachable
+    _check(info.value, store, operation, f"127.0.0.1:{closed_port}")
+    assert isinstance(info.value.__cause__, driver_error)  # the driver's reason stays reachable
     assert "refused" in str(info.value).lower()
+    assert not isinstance(info.value, TimeoutError)  # refused is not a timeout
     assert PASSWORD not in repr(repo)
 
 
@@ -172,18 +183,6 @@ def test_postgres_pool_exhaustion_is_a_timeout_and_a_chat_memory_error() -> None
 
 
 # -- Redis -----------------------------------------------------------------------------------------
-
-
-@pytest.mark.redis
-@pytest.mark.parametrize("operation", list(OPERATIONS))
-def test_redis_down_is_a_chat_memory_error(operation: str, closed_port: int) -> None:
-    redis = pytest.importorskip("redis")
-    repo = _redis(f"redis://bob:{PASSWORD}@127.0.0.1:{closed_port}/0")
-    with pytest.raises(ChatMemoryError) as info:
-        OPERATIONS[operation](repo)
-    _check(info.value, "Redis", operation, f"127.0.0.1:{closed_port}")
-    assert isinstance(info.value.__cause__, redis.exceptions.ConnectionError)
-    assert not isinstance(info.value, TimeoutError)  # refused is not a timeout
 
 
 @pytest.mark.redis
