@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -168,7 +169,10 @@ class PostgresChatMemoryRepository:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None or conn.closed:
-                conn = self._psycopg.connect(self.dsn, autocommit=True, connect_timeout=int(self.connect_timeout))
+                # libpq counts whole seconds and reads 0 as "wait forever": round up, at least 1.
+                conn = self._psycopg.connect(
+                    self.dsn, autocommit=True, connect_timeout=max(1, math.ceil(self.connect_timeout))
+                )
             if not self._ready:
                 self._create_table(conn)
             yield conn

@@ -300,3 +300,27 @@ def test_chat_client_over_an_unreachable_store_raises_chat_memory_error(kind: st
     with pytest.raises(ChatMemoryError):
         asyncio.run(client.prompt("hello").acall().content())
     assert model.prompts == []  # the history could not be loaded, so the model was never asked
+
+
+@pytest.mark.postgres
+def test_a_sub_second_connect_timeout_still_times_out() -> None:
+    # libpq reads connect_timeout=0 as "wait forever": 0.5 must not be truncated to it. The server
+    # here accepts the TCP connection (the kernel does) and then never says a word.
+    pytest.importorskip("psycopg")
+    silent = socket.create_server(("127.0.0.1", 0), backlog=8)
+    port = silent.getsockname()[1]
+    repo = _postgres(f"postgresql://alice:{PASSWORD}@127.0.0.1:{port}/test", connect_timeout=0.5)
+    outcome: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            repo.find("c1")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(15)
+    silent.close()
+    assert not worker.is_alive(), "the connection attempt never timed out"
+    assert outcome and isinstance(outcome[0], ChatMemoryError)
