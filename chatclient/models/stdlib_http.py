@@ -1,21 +1,24 @@
-"""Sync POSTs over plain sockets: the fast lane for the non-streaming calls of a model's own pool.
+"""HTTP/1.1 POSTs over plain sockets and asyncio streams: the lane for a model's plain calls.
 
-httpx's sync client parses HTTP in pure Python (h11) behind a pool lock, about 330 µs of CPU per
-request against a local server; even ``http.client`` spends about 100 µs, most of it parsing headers
-with the ``email`` package. A chat call needs little of HTTP/1.1: one POST with headers that never
-change, and an answer framed by Content-Length, chunked encoding or the end of the connection. This
-module does exactly that (about 45 µs) with sockets, ``ssl`` and ``zlib`` from the standard library;
-``HTTPTransport`` decides when it is used (streams, redirects, error answers, clients passed in by
-the caller and proxy settings stay with httpx).
+httpx's clients parse HTTP in pure Python (h11) behind a pool lock, about 330 µs of CPU per request
+against a local server; even ``http.client`` spends about 100 µs, most of it parsing headers with
+the ``email`` package. A chat call needs little of HTTP/1.1: one POST whose headers never change,
+and an answer framed by Content-Length, chunked encoding or the end of the connection. This module
+does exactly that with ``socket``, ``asyncio``, ``ssl`` and ``zlib`` from the standard library:
+``StdlibPoster`` (sync; threads share its pool) and ``AsyncStdlibPoster`` (one per event loop).
+Both faces share the request head (built once per URL and headers), the pool of idle connections,
+one sans-IO head parser (``_HeadParser``) and one sans-IO body framer (``_Framer``).
+``HTTPTransport`` decides when the lane is used; streams, redirects and error answers after the
+first response, clients passed in by the caller, and proxy settings stay with httpx.
 
 What ``post`` returns behaves like the response the HTTP layer reads from httpx: ``status_code``,
-``headers`` (case-insensitive), ``encoding``, ``url``, ``iter_bytes()``, ``close()``, and
-``as_httpx()`` for the answers that the ordinary code paths handle. Failures are raised as the httpx
-exceptions they stand for (``ConnectTimeout``, ``ConnectError``, ``ReadTimeout``, ``ReadError``,
-``RemoteProtocolError``, ``LocalProtocolError``, ``DecodingError``), so retries and error messages are
-the same as on the httpx path. The server's answer is treated as hostile: status and header lines are
-bounded like ``http.client``'s (64 KiB a line, 100 headers), chunk sizes and lengths are checked, and
-the caller bounds the body.
+``headers`` (case-insensitive), ``encoding``, ``url``, ``reason_phrase``, the body (``iter_bytes`` /
+``aiter_bytes``), ``close`` / ``aclose``, and ``as_httpx()`` for the answers that the ordinary code
+paths handle. Failures are raised as the httpx exceptions they stand for (``ConnectTimeout``,
+``ConnectError``, ``ReadTimeout``, ``ReadError``, ``RemoteProtocolError``, ``LocalProtocolError``,
+``DecodingError``), so retries and error messages are the same as on the httpx path. The server's
+answer is treated as hostile: head lines, header count and head size are bounded, chunk sizes and
+lengths are checked, compressed bodies are inflated in bounded steps, and the caller bounds the body.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import httpx
 ACCEPT_ENCODING = "gzip, deflate"
 _READ_SIZE = 64 * 1024
 _MAX_LINE = 64 * 1024
-_MAX_HEAD = 256 * 1024  # the async lane reads a response head in one piece, up to this size
+_MAX_HEAD = 256 * 1024  # a whole response head (and the async reader's buffer limit)
 _MAX_HEADERS = 100
 _MAX_INTERIM = 10  # 1xx answers (100 Continue, 103 Early Hints) skipped before the real one
 _INFLATE_STEP = 1024 * 1024  # decoded bytes produced per step: a compressed bomb is cut off early
