@@ -31,15 +31,12 @@ from typing import Any, NoReturn
 
 import httpx
 
+from chatclient.models.stdlib_http import ENCODED_BODY_HEADERS
+
 try:
     import aiohttp
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("AiohttpTransport needs aiohttp: pip install 'chatclient[aiohttp]'") from exc
-
-# What the direct path asks for and lets aiohttp decode (both are in the standard library).
-DIRECT_ACCEPT_ENCODING = "gzip, deflate"
-# Headers that describe the encoded body; dropped when a decoded body is handed to httpx.
-_ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 def _raise_send_error(exc: BaseException, request: httpx.Request | None) -> NoReturn:
@@ -129,7 +126,7 @@ class DirectResponse:
         """The same answer as an ``httpx.Response`` whose body is still unread."""
         return httpx.Response(
             status_code=self.status_code,
-            headers=_header_pairs(self._response, _ENCODING_HEADERS),  # the body is decoded already
+            headers=_header_pairs(self._response, ENCODED_BODY_HEADERS),  # the body is decoded already
             stream=_Body(self._response),
             extensions=_extensions(self._response),
             request=request,
@@ -227,7 +224,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         """POST ``content`` to ``url`` with exactly ``headers``; the answer's body is still unread.
 
         Send failures raise the same httpx errors as ``handle_async_request``. The caller sets
-        ``accept-encoding`` (aiohttp decodes gzip and deflate here).
+        ``accept-encoding`` (aiohttp decodes gzip and deflate here, the lane's
+        ``stdlib_http.ACCEPT_ENCODING``).
         """
         response = await self._open(
             url, headers, content, self._timeout(timeout.connect, timeout.read), decompress=True
@@ -242,4 +240,4 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._sessions.pop(loop, None)
 
 
-__all__ = ["DIRECT_ACCEPT_ENCODING", "AiohttpTransport", "DirectResponse"]
+__all__ = ["AiohttpTransport", "DirectResponse"]

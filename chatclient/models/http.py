@@ -40,7 +40,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -60,13 +60,11 @@ from chatclient.models._pooled import PooledHTTPResource
 from chatclient.models.base import BaseChatModel, ChatResponse, ModelCapabilities
 from chatclient.models.response_headers import notify_response
 from chatclient.models.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, LineDecoder, parse_json
+from chatclient.models.stdlib_http import ACCEPT_ENCODING, AsyncStdlibPoster, StdlibPoster
 from chatclient.observation import Observation
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 from chatclient.redaction import _MIN_SECRET, REDACTED, scrub
-
-if TYPE_CHECKING:
-    from chatclient.models.stdlib_http import AsyncStdlibPoster, StdlibPoster
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -902,8 +900,6 @@ class HTTPTransport:
                 if self._lane_ok is None:
                     from urllib.request import getproxies
 
-                    from chatclient.models.stdlib_http import ACCEPT_ENCODING
-
                     self._lane_headers = {"accept-encoding": ACCEPT_ENCODING, **self._headers}
                     # NO_PROXY alone (listed as "no") sends nothing through a proxy.
                     self._lane_ok = not any(scheme != "no" for scheme in getproxies())
@@ -916,8 +912,6 @@ class HTTPTransport:
         if self._stdlib is None:
             with self._lock:
                 if self._stdlib is None:
-                    from chatclient.models.stdlib_http import StdlibPoster
-
                     self._stdlib = StdlibPoster(ssl_context=_ssl_context())
         return self._stdlib
 
@@ -929,8 +923,6 @@ class HTTPTransport:
             raise RuntimeError(f"{self.provider} model is closed")
         loop = asyncio.get_running_loop()
         if self._astdlib_loop is not loop or self._astdlib is None:
-            from chatclient.models.stdlib_http import AsyncStdlibPoster
-
             self._astdlib = AsyncStdlibPoster(ssl_context=_ssl_context())
             self._astdlib_loop = loop
         return self._astdlib
@@ -1008,7 +1000,7 @@ class HTTPTransport:
         merged = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
         merged.update(self._headers)
         if "accept-encoding" not in self._headers:
-            merged["accept-encoding"] = "gzip, deflate"  # what the direct path decodes
+            merged["accept-encoding"] = ACCEPT_ENCODING  # what the direct path decodes, as the lane
         self._direct_headers_for = (raw, merged)
         return merged
 

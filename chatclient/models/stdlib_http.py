@@ -45,7 +45,8 @@ _MAX_HEAD = 256 * 1024  # a whole response head (and the async reader's buffer l
 _MAX_HEADERS = 100
 _MAX_INTERIM = 10  # 1xx answers (100 Continue, 103 Early Hints) skipped before the real one
 _INFLATE_STEP = 1024 * 1024  # decoded bytes produced per step: a compressed bomb is cut off early
-_ENCODING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+# Headers that describe the body as it was sent; dropped when a decoded body is handed to httpx.
+ENCODED_BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 _NO_BODY = frozenset({204, 304})
 _Origin = tuple[str, str, int]
 _Head = tuple[int, str, bool, list[tuple[str, str]]]  # status, reason, HTTP/1.0?, header pairs
@@ -385,7 +386,7 @@ class _Response:
     def _httpx(self, request: httpx.Request, stream: httpx.SyncByteStream | httpx.AsyncByteStream) -> httpx.Response:
         return httpx.Response(
             self.status_code,
-            headers=[(k, v) for k, v in self._pairs if k.lower() not in _ENCODING_HEADERS],
+            headers=[(k, v) for k, v in self._pairs if k.lower() not in ENCODED_BODY_HEADERS],
             stream=stream,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": self._reason.encode("latin-1")},
             request=request,
@@ -790,4 +791,12 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
                 raise
 
 
-__all__ = ["ACCEPT_ENCODING", "AsyncStdlibPoster", "AsyncStdlibResponse", "Headers", "StdlibPoster", "StdlibResponse"]
+__all__ = [
+    "ACCEPT_ENCODING",
+    "ENCODED_BODY_HEADERS",
+    "AsyncStdlibPoster",
+    "AsyncStdlibResponse",
+    "Headers",
+    "StdlibPoster",
+    "StdlibResponse",
+]
