@@ -71,6 +71,14 @@ def _connect_error(exc: OSError) -> httpx.ConnectError:
     return httpx.ConnectError(text)
 
 
+def _read_error(exc: OSError, timed_out: str) -> httpx.TransportError:
+    """The httpx error for a failed socket read or write: a timeout (``timed_out`` says while doing
+    what) or a broken connection."""
+    if isinstance(exc, TimeoutError):
+        return httpx.ReadTimeout(str(exc) or timed_out)
+    return httpx.ReadError(str(exc) or type(exc).__name__)
+
+
 class _Stale(Exception):
     """A pooled connection turned out to be closed by the server before it answered."""
 
@@ -420,12 +428,9 @@ class StdlibResponse(_Response):
                 yield from self._decoded(inflater, framer.feed(data))
             if inflater is not None and (tail := inflater.flush()):
                 yield tail
-        except TimeoutError as exc:
+        except OSError as exc:  # TimeoutError included
             self.close()
-            raise httpx.ReadTimeout(str(exc) or "timed out reading the response") from None
-        except OSError as exc:
-            self.close()
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+            raise _read_error(exc, "timed out reading the response") from None
         except BaseException:
             self.close()
             raise
@@ -596,12 +601,9 @@ class StdlibPoster(_Poster[_Connection]):
                 # Once sent, a request is never re-sent here (the server may have acted on it): the
                 # caller's retry policy decides.
                 raise httpx.RemoteProtocolError("the server closed the connection without answering") from None
-            except TimeoutError as exc:
+            except OSError as exc:  # TimeoutError included
                 conn.close()
-                raise httpx.ReadTimeout(str(exc) or "timed out waiting for the answer") from None
-            except OSError as exc:
-                conn.close()
-                raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+                raise _read_error(exc, "timed out waiting for the answer") from None
             except BaseException:
                 conn.close()
                 raise
@@ -667,12 +669,9 @@ class AsyncStdlibResponse(_Response):
                     yield piece
             if inflater is not None and (tail := inflater.flush()):
                 yield tail
-        except TimeoutError as exc:
+        except OSError as exc:  # TimeoutError included
             self._drop()
-            raise httpx.ReadTimeout(str(exc) or "timed out reading the response") from None
-        except OSError as exc:
-            self._drop()
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+            raise _read_error(exc, "timed out reading the response") from None
         except BaseException:
             self._drop()
             raise
@@ -780,12 +779,9 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
                 conn.close()
                 # Once written, a request is never re-sent here (the server may have acted on it).
                 raise httpx.RemoteProtocolError("the server closed the connection without answering") from None
-            except TimeoutError as exc:
+            except OSError as exc:  # TimeoutError included
                 conn.close()
-                raise httpx.ReadTimeout(str(exc) or "timed out waiting for the answer") from None
-            except OSError as exc:
-                conn.close()
-                raise httpx.ReadError(str(exc) or type(exc).__name__) from None
+                raise _read_error(exc, "timed out waiting for the answer") from None
             except BaseException:
                 conn.close()
                 raise
