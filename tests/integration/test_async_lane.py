@@ -12,9 +12,7 @@ on that loop, as an application would.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import gzip
-import ipaddress
 import json
 import socket
 import ssl
@@ -23,7 +21,6 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,9 +42,23 @@ from chatclient.models.stdlib_http import AsyncStdlibPoster
 from chatclient.prompt import Prompt
 from tests.support import server_fixtures
 from tests.support.loopback import SSE, Close, LoopbackServer, RawStream, Reply, openai_completion, openai_stream
+from tests.support.raw_http import (
+    ANSWER,
+    OK,
+    answer_with,
+    certificates_fixture,
+    gz,
+    header_lines,
+    keep_alive,
+    raw_deflate,
+    raw_server,
+    read_request,
+    server_context,
+)
 
 pytestmark = pytest.mark.integration
 loopback_server, server = server_fixtures()
+certificates = certificates_fixture()
 
 PATH = "/v1/chat/completions"
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -147,100 +158,6 @@ def call_fails(model: OpenAIChatModel, error: type[BaseException], match: str | 
         return info.value
 
     return run(model, work)
-
-
-def gz(payload: Any) -> bytes:
-    return gzip.compress(json.dumps(payload).encode())
-
-
-def raw_deflate(data: bytes) -> bytes:
-    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
-    return packer.compress(data) + packer.flush()
-
-
-def read_request(conn: socket.socket) -> bytes | None:
-    """One whole request (head and body) from ``conn``; ``None`` if the client closed first."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        got = conn.recv(65536)
-        if not got:
-            return None
-        data += got
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
-    )
-    while len(body) < length:
-        got = conn.recv(65536)
-        if not got:
-            return None
-        body += got
-    return head
-
-
-ANSWER = json.dumps(openai_completion("raw")).encode()
-OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
-
-
-@contextmanager
-def raw_server(
-    serve: Callable[[socket.socket, list[bytes]], None], tls: ssl.SSLContext | None = None
-) -> Iterator[tuple[str, list[bytes]]]:
-    """A bare TCP server: ``serve(conn, heads)`` runs for each connection (request heads go in ``heads``).
-
-    With ``tls`` (a server context) connections are wrapped first and the URL is ``https://``.
-    """
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    heads: list[bytes] = []
-    stop = threading.Event()
-    workers: list[threading.Thread] = []
-
-    def handle(conn: socket.socket) -> None:
-        conn.settimeout(5.0)
-        try:
-            if tls is not None:
-                conn = tls.wrap_socket(conn, server_side=True)
-            with conn:
-                serve(conn, heads)
-        except OSError:  # a client that refuses the certificate, or hangs up, ends its connection
-            conn.close()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            worker = threading.Thread(target=handle, args=(conn,), daemon=True)
-            workers.append(worker)
-            worker.start()
-
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    try:
-        scheme = "https" if tls is not None else "http"
-        yield f"{scheme}://127.0.0.1:{listener.getsockname()[1]}", heads
-    finally:
-        stop.set()
-        acceptor.join(5.0)
-        listener.close()
-        for worker in workers:
-            worker.join(5.0)
-
-
-def _answer_with(raw: bytes) -> Callable[[socket.socket, list[bytes]], None]:
-    """Answers one request with ``raw`` bytes, then closes the connection."""
-
-    def serve(conn: socket.socket, heads: list[bytes]) -> None:
-        head = read_request(conn)
-        if head is not None:
-            heads.append(head)
-            conn.sendall(raw)
-
-    return serve
 
 
 def ports(srv: LoopbackServer) -> list[int]:
@@ -603,7 +520,7 @@ def test_refused_connection_is_typed(
 
 
 def _short_body(declared: int, sent: bytes, extra: bytes = b"") -> Callable[[socket.socket, list[bytes]], None]:
-    return _answer_with(
+    return answer_with(
         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%scontent-length: %d\r\n\r\n%s" % (extra, declared, sent)
     )
 
@@ -686,7 +603,7 @@ def test_no_content_answer_is_a_response_error(
 def test_unusual_but_valid_framing_is_read(
     calls: Counter[str], make_model: Callable[..., OpenAIChatModel], path: str, raw: bytes
 ) -> None:
-    with raw_server(_answer_with(raw)) as (url, heads):
+    with raw_server(answer_with(raw)) as (url, heads):
         model = make_model(url, path, max_retries=0)
         assert call_text(model) == "raw"
     assert len(heads) == 1
@@ -704,7 +621,7 @@ def test_head_with_bare_lf_line_ends_is_read(
     calls: Counter[str], make_model: Callable[..., OpenAIChatModel], path: str
 ) -> None:
     raw = b"HTTP/1.1 200 OK\ncontent-type: application/json\ncontent-length: %d\n\n%s" % (len(ANSWER), ANSWER)
-    with raw_server(_answer_with(raw)) as (url, heads):
+    with raw_server(answer_with(raw)) as (url, heads):
         model = make_model(url, path, max_retries=0)
         assert call_text(model) == "raw"
     assert len(heads) == 1
@@ -734,7 +651,7 @@ HUGE_HEAD = b"".join(b"x-pad-%d: %s\r\n" % (n, b"a" * 60_000) for n in range(5))
 def test_malformed_framing_is_a_connection_error(
     calls: Counter[str], make_model: Callable[..., OpenAIChatModel], path: str, raw: bytes
 ) -> None:
-    with raw_server(_answer_with(raw)) as (url, heads):
+    with raw_server(answer_with(raw)) as (url, heads):
         model = make_model(url, path, max_retries=0)
         call_fails(model, ModelConnectionError)
     assert len(heads) == 1  # not resent
@@ -747,7 +664,7 @@ def test_more_than_100_headers_is_a_connection_error(
     # The lane bounds the header count as http.client does (httpx/h11 only bound the head's size).
     many = b"".join(b"x-h%d: v\r\n" % n for n in range(101))
     raw = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(ANSWER), many, ANSWER)
-    with raw_server(_answer_with(raw)) as (url, heads):
+    with raw_server(answer_with(raw)) as (url, heads):
         model = make_model(url, max_retries=0)
         call_fails(model, ModelConnectionError, match="more than 100 headers")
     assert len(heads) == 1
@@ -812,11 +729,6 @@ def test_headers_reach_the_server(
     assert took(calls, path)
 
 
-def _header_lines(head: bytes) -> list[tuple[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")[1:]
-    return [(name.strip().lower(), value.strip()) for name, _, value in (line.partition(":") for line in lines)]
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_each_header_is_sent_once_whatever_its_case(
     calls: Counter[str], make_model: Callable[..., OpenAIChatModel], path: str
@@ -824,12 +736,12 @@ def test_each_header_is_sent_once_whatever_its_case(
     # Header names are case-insensitive: a caller's "User-Agent" replaces chatclient's own, as
     # httpx merges them, instead of going out next to it.
     custom = {"User-Agent": "my-app/1.0", "Accept": "application/json", "X-Team": "a", "Authorization": "Bearer other"}
-    with raw_server(_answer_with(OK)) as (url, heads):
+    with raw_server(answer_with(OK)) as (url, heads):
         model = make_model(url, path, headers=custom)
         assert call_text(model) == "raw"
-    names = [name for name, _ in _header_lines(heads[0])]
+    names = [name for name, _ in header_lines(heads[0])]
     assert sorted(n for n, count in Counter(names).items() if count > 1) == []
-    sent = dict(_header_lines(heads[0]))
+    sent = dict(header_lines(heads[0]))
     assert sent["user-agent"] == "my-app/1.0"
     assert sent["x-team"] == "a"
     assert sent["authorization"] == f"Bearer {KEY}"  # the explicit api_key wins over the caller's header
@@ -952,59 +864,6 @@ def test_closed_model_refuses_calls_and_closes_its_connections(
 # -- 9. TLS -------------------------------------------------------------------------------------------
 
 
-def _self_signed(directory: Path, names: list[str], ips: list[str]) -> tuple[Path, Path]:
-    """A self-signed certificate (its own CA) for ``names``/``ips``: (certificate, key) files."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "chatclient test")])
-    now = datetime.datetime.now(datetime.UTC)
-    alt = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file
-
-
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
-    """A certificate valid for 127.0.0.1, and one for another host name only."""
-    return {
-        "good": _self_signed(tmp_path_factory.mktemp("good"), ["localhost"], ["127.0.0.1"]),
-        "wrong-host": _self_signed(tmp_path_factory.mktemp("wrong"), ["elsewhere.test"], []),
-    }
-
-
-def _server_context(files: tuple[Path, Path]) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*files)
-    return context
-
-
-def _keep_alive(conn: socket.socket, heads: list[bytes]) -> None:
-    """Answers every request on the connection until the client closes it."""
-    while (head := read_request(conn)) is not None:
-        heads.append(head)
-        conn.sendall(OK)
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_https_answers_over_one_verified_connection(
     calls: Counter[str],
@@ -1020,9 +879,9 @@ def test_https_answers_over_one_verified_connection(
 
     def serve(conn: socket.socket, heads: list[bytes]) -> None:
         connections.append(conn)
-        _keep_alive(conn, heads)
+        keep_alive(conn, heads)
 
-    with raw_server(serve, tls=_server_context(certificates["good"])) as (url, heads):
+    with raw_server(serve, tls=server_context(certificates["good"])) as (url, heads):
         model = make_model(url, path, **client)
 
         async def work() -> list[str | None]:
@@ -1049,7 +908,7 @@ def test_https_certificate_is_checked(
         trusting = ssl.create_default_context(cafile=str(certificates[cert][0]))
         monkeypatch.setattr(http_module, "_ssl_context", lambda: trusting)
     client = {"async_http_client": httpx.AsyncClient(verify=http_module._ssl_context())} if path == "httpx" else {}
-    with raw_server(_keep_alive, tls=_server_context(certificates[cert])) as (url, heads):
+    with raw_server(keep_alive, tls=server_context(certificates[cert])) as (url, heads):
         model = make_model(url, path, max_retries=0, **client)
         call_fails(model, ModelConnectionError, match=r"(?i)certificate")
     assert heads == []  # nothing was sent to a server that could not prove who it is

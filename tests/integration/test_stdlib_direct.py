@@ -9,9 +9,7 @@ which path each run took, so a test that passes on both proves the two paths agr
 
 from __future__ import annotations
 
-import datetime
 import gzip
-import ipaddress
 import json
 import socket
 import ssl
@@ -21,7 +19,6 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +40,23 @@ from chatclient.models.stdlib_http import StdlibPoster
 from chatclient.prompt import Prompt
 from tests.support import server_fixtures
 from tests.support.loopback import SSE, Close, LoopbackServer, RawStream, Reply, openai_completion, openai_stream
+from tests.support.raw_http import (
+    ANSWER,
+    OK,
+    answer_with,
+    certificates_fixture,
+    gz,
+    header_lines,
+    keep_alive,
+    raw_deflate,
+    raw_server,
+    read_request,
+    server_context,
+)
 
 pytestmark = pytest.mark.integration
 loopback_server, server = server_fixtures()
+certificates = certificates_fixture()
 
 PATH = "/v1/chat/completions"
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -112,88 +123,6 @@ def took(calls: Counter[str], path: str, n: int = 1) -> bool:
 
 def text_of(model: OpenAIChatModel, prompt: str = "hi") -> str | None:
     return model.call(Prompt(prompt)).result.output.text
-
-
-def gz(payload: Any) -> bytes:
-    return gzip.compress(json.dumps(payload).encode())
-
-
-def raw_deflate(data: bytes) -> bytes:
-    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
-    return packer.compress(data) + packer.flush()
-
-
-def read_request(conn: socket.socket) -> bytes | None:
-    """One whole request (head and body) from ``conn``; ``None`` if the client closed first."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        got = conn.recv(65536)
-        if not got:
-            return None
-        data += got
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
-    )
-    while len(body) < length:
-        got = conn.recv(65536)
-        if not got:
-            return None
-        body += got
-    return head
-
-
-ANSWER = json.dumps(openai_completion("raw")).encode()
-OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
-
-
-@contextmanager
-def raw_server(
-    serve: Callable[[socket.socket, list[bytes]], None], tls: ssl.SSLContext | None = None
-) -> Iterator[tuple[str, list[bytes]]]:
-    """A bare TCP server: ``serve(conn, heads)`` runs for each connection (request heads go in ``heads``).
-
-    With ``tls`` (a server context) connections are wrapped first and the URL is ``https://``.
-    """
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    heads: list[bytes] = []
-    stop = threading.Event()
-    workers: list[threading.Thread] = []
-
-    def handle(conn: socket.socket) -> None:
-        conn.settimeout(5.0)
-        try:
-            if tls is not None:
-                conn = tls.wrap_socket(conn, server_side=True)
-            with conn:
-                serve(conn, heads)
-        except OSError:  # a client that refuses the certificate, or hangs up, ends its connection
-            conn.close()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            worker = threading.Thread(target=handle, args=(conn,), daemon=True)
-            workers.append(worker)
-            worker.start()
-
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    try:
-        scheme = "https" if tls is not None else "http"
-        yield f"{scheme}://127.0.0.1:{listener.getsockname()[1]}", heads
-    finally:
-        stop.set()
-        acceptor.join(5.0)
-        listener.close()
-        for worker in workers:
-            worker.join(5.0)
 
 
 def ports(srv: LoopbackServer) -> list[int]:
@@ -681,11 +610,6 @@ def test_headers_reach_the_server(
     assert took(calls, "stdlib")
 
 
-def _header_lines(head: bytes) -> list[tuple[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")[1:]
-    return [(name.strip().lower(), value.strip()) for name, _, value in (line.partition(":") for line in lines)]
-
-
 def _answer_and_close(conn: socket.socket, heads: list[bytes]) -> None:
     head = read_request(conn)
     if head is not None:
@@ -702,9 +626,9 @@ def test_each_header_is_sent_once_whatever_its_case(
     with raw_server(_answer_and_close) as (url, heads):
         model = make_model(url, path, headers={"User-Agent": "my-app/1.0", "Accept": "application/json"})
         assert text_of(model) == "raw"
-    names = [name for name, _ in _header_lines(heads[0])]
+    names = [name for name, _ in header_lines(heads[0])]
     assert sorted(n for n, count in Counter(names).items() if count > 1) == []
-    assert dict(_header_lines(heads[0]))["user-agent"] == "my-app/1.0"
+    assert dict(header_lines(heads[0]))["user-agent"] == "my-app/1.0"
     assert took(calls, path)
 
 
@@ -796,18 +720,6 @@ def test_no_proxy_alone_keeps_the_fast_lane(
 # -- 9. protocol edges the fast lane parses itself -------------------------------------------------------
 
 
-def _answer_with(raw: bytes) -> Callable[[socket.socket, list[bytes]], None]:
-    """Answers one request with ``raw`` bytes, then closes the connection."""
-
-    def serve(conn: socket.socket, heads: list[bytes]) -> None:
-        head = read_request(conn)
-        if head is not None:
-            heads.append(head)
-            conn.sendall(raw)
-
-    return serve
-
-
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(
     "raw",
@@ -825,7 +737,7 @@ def _answer_with(raw: bytes) -> Callable[[socket.socket, list[bytes]], None]:
 def test_unusual_but_valid_framing_is_read(
     calls: Counter[str], make_model: Callable[..., OpenAIChatModel], path: str, raw: bytes
 ) -> None:
-    with raw_server(_answer_with(raw)) as (url, heads):
+    with raw_server(answer_with(raw)) as (url, heads):
         model = make_model(url, path, max_retries=0)
         assert text_of(model) == "raw"
     assert len(heads) == 1
@@ -850,7 +762,7 @@ def test_unusual_but_valid_framing_is_read(
 def test_malformed_framing_is_a_connection_error(
     calls: Counter[str], make_model: Callable[..., OpenAIChatModel], path: str, raw: bytes
 ) -> None:
-    with raw_server(_answer_with(raw)) as (url, heads):
+    with raw_server(answer_with(raw)) as (url, heads):
         model = make_model(url, path, max_retries=0)
         with pytest.raises(ModelConnectionError):
             text_of(model)
@@ -872,59 +784,6 @@ def test_no_content_answer_is_a_response_error(
 # -- 10. TLS ------------------------------------------------------------------------------------------
 
 
-def _self_signed(directory: Path, names: list[str], ips: list[str]) -> tuple[Path, Path]:
-    """A self-signed certificate (its own CA) for ``names``/``ips``: (certificate, key) files."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "chatclient test")])
-    now = datetime.datetime.now(datetime.UTC)
-    alt = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file
-
-
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
-    """A certificate valid for 127.0.0.1, and one for another host name only."""
-    return {
-        "good": _self_signed(tmp_path_factory.mktemp("good"), ["localhost"], ["127.0.0.1"]),
-        "wrong-host": _self_signed(tmp_path_factory.mktemp("wrong"), ["elsewhere.test"], []),
-    }
-
-
-def _server_context(files: tuple[Path, Path]) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*files)
-    return context
-
-
-def _keep_alive(conn: socket.socket, heads: list[bytes]) -> None:
-    """Answers every request on the connection until the client closes it."""
-    while (head := read_request(conn)) is not None:
-        heads.append(head)
-        conn.sendall(OK)
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_https_answers_over_one_verified_connection(
     calls: Counter[str],
@@ -940,9 +799,9 @@ def test_https_answers_over_one_verified_connection(
 
     def serve(conn: socket.socket, heads: list[bytes]) -> None:
         connections.append(conn)
-        _keep_alive(conn, heads)
+        keep_alive(conn, heads)
 
-    with raw_server(serve, tls=_server_context(certificates["good"])) as (url, heads):
+    with raw_server(serve, tls=server_context(certificates["good"])) as (url, heads):
         model = make_model(url, path, **client)
         assert [text_of(model) for _ in range(3)] == ["raw"] * 3
         model.close()
@@ -968,7 +827,7 @@ def test_https_certificate_is_checked(
         trusting = ssl.create_default_context(cafile=str(certificates[cert][0]))
         monkeypatch.setattr(http_module, "_ssl_context", lambda: trusting)
     client = {"http_client": httpx.Client(verify=http_module._ssl_context())} if path == "httpx" else {}
-    with raw_server(_keep_alive, tls=_server_context(certificates[cert])) as (url, heads):
+    with raw_server(keep_alive, tls=server_context(certificates[cert])) as (url, heads):
         model = make_model(url, path, max_retries=0, **client)
         with pytest.raises(ModelConnectionError, match=r"(?i)certificate"):
             text_of(model)
