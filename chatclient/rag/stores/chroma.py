@@ -25,6 +25,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from chatclient.rag.documents import Document
+from chatclient.rag.embedding import as_matrix, normalize_rows
 from chatclient.rag.filters import Expression, evaluate
 from chatclient.rag.filters.chroma import RESERVED_PREFIX, to_chroma_where
 from chatclient.rag.filters.chroma import native_key as _native_key
@@ -237,11 +238,7 @@ class ChromaVectorStore(BaseVectorStore):
         ids = got["ids"]
         if not ids:
             return []
-        matrix = np.asarray(got["embeddings"], dtype=np.float32)
-        query = vector / (float(np.linalg.norm(vector)) or 1.0)
-        norms = np.linalg.norm(matrix, axis=1)
-        norms[norms == 0] = 1.0
-        scores = (matrix @ query) / norms
+        scores = normalize_rows(as_matrix(got["embeddings"])) @ normalize_rows(as_matrix(vector))[0]
         hits: list[Document] = []
         for i in np.argsort(-scores, kind="stable"):
             score = float(scores[i])
