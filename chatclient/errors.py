@@ -9,10 +9,7 @@ and body excerpts, which they scrub.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from chatclient.guardrails import GuardrailFailure
+from typing import Any
 
 
 class ChatClientError(Exception):
@@ -315,9 +312,11 @@ class GuardrailError(ChatClientError):
     its ``message`` and the ``cause`` it gave (if any).
     """
 
-    def __init__(self, message: str, failures: Iterable[GuardrailFailure] = ()) -> None:
+    # Typed as Any: errors sit at the bottom of the layers and import nothing above them, not even for
+    # types (each item is a chatclient.guardrails.GuardrailFailure).
+    def __init__(self, message: str, failures: Iterable[Any] = ()) -> None:
         super().__init__(message)
-        self.failures: tuple[GuardrailFailure, ...] = tuple(failures)
+        self.failures: tuple[Any, ...] = tuple(failures)
 
 
 class InputGuardrailError(GuardrailError):
@@ -345,7 +344,99 @@ class CassetteMismatchError(CassetteError):
         self.diff = diff
 
 
+# --- round 3 -----------------------------------------------------------------------------------------
+
+
+class UnsupportedFeatureError(ChatClientError):
+    """The model or provider cannot do what the request asks (a hosted tool it does not run, token
+    log-probabilities it does not report, ...). Raised while the request is built, before any HTTP call.
+
+    ``feature`` names what was asked for, ``provider`` who was asked.
+    """
+
+    def __init__(self, message: str, *, feature: str = "", provider: str = "") -> None:
+        super().__init__(message)
+        self.feature = feature
+        self.provider = provider
+
+
+class ContextWindowExceededError(ChatClientError):
+    """The prompt cannot fit the model's context window even after trimming: ``tokens`` is what the
+    smallest prompt that could be sent would take, ``limit`` the input budget. No HTTP call was made."""
+
+    def __init__(self, message: str, *, tokens: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.limit = limit
+
+
+class AgentInputError(ChatClientError):
+    """An agent's inputs are missing from the scope; ``missing`` names every absent key."""
+
+    def __init__(self, agent_name: str, missing: Iterable[str], message: str | None = None) -> None:
+        self.agent_name = agent_name
+        self.missing: tuple[str, ...] = tuple(missing)
+        super().__init__(
+            message
+            or f"agent {agent_name!r} is missing its inputs {', '.join(map(repr, self.missing))}: pass them to "
+            "run(...) or have an earlier agent write them (output_key=...)"
+        )
+
+
+class AgentExecutionError(ChatClientError):
+    """An agent inside a workflow failed; ``agent_name`` names it, ``path`` is the chain of workflow
+    names from the root to it, and ``cause`` (also ``__cause__``) is the original error."""
+
+    def __init__(
+        self, agent_name: str, cause: BaseException, *, path: Iterable[str] = (), message: str | None = None
+    ) -> None:
+        self.agent_name = agent_name
+        self.cause = cause
+        self.path: tuple[str, ...] = tuple(path)
+        where = " > ".join((*self.path, agent_name)) if self.path else agent_name
+        super().__init__(message or f"agent {where!r} failed: {type(cause).__name__}: {cause}")
+
+
+class AgenticScopeError(ChatClientError):
+    """An agentic scope could not be stored or restored: a value of an unregistered type, or scope JSON
+    that is malformed, too large, too deep or names a type that is not registered."""
+
+
+class SkillError(ChatClientError):
+    """A skill folder is unusable: no ``SKILL.md``, malformed front matter, or a missing name/description."""
+
+
+class BatchError(ChatClientError):
+    """A provider batch job failed as a whole (rejected input file, unknown ``custom_id`` in a result
+    file, a checkpoint that belongs to another run)."""
+
+
+class BatchTimeoutError(BatchError, TimeoutError):
+    """``BatchJob.wait(timeout=...)`` ran out before the job finished; ``job_id`` names the job."""
+
+    def __init__(self, job_id: str, timeout: float) -> None:
+        super().__init__(
+            f"batch job {job_id!r} did not finish within {timeout:g} s; it keeps running at the provider: "
+            "call attach(job_id).wait() later, or cancel() it"
+        )
+        self.job_id = job_id
+        self.timeout = timeout
+
+
+class InvalidDecisionResponseError(ChatClientError):
+    """A decision could not be read: none of the option labels is among the model's top tokens."""
+
+
 __all__ = [
+    "UnsupportedFeatureError",
+    "ContextWindowExceededError",
+    "AgentInputError",
+    "AgentExecutionError",
+    "AgenticScopeError",
+    "SkillError",
+    "BatchError",
+    "BatchTimeoutError",
+    "InvalidDecisionResponseError",
     "AdvisorChainError",
     "AiServiceDefinitionError",
     "AuthenticationError",
