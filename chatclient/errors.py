@@ -196,6 +196,13 @@ class ToolLoopLimitError(ToolError):
     """The model kept asking for tools beyond ``max_iterations``."""
 
 
+class ToolApprovalError(ToolError, ValueError):
+    """A resumed approval does not match what was paused: a call that was not pending, a decision
+    made on another name or other arguments, a missing decision, or stored state whose signature
+    fails. Nothing ran; decide again on the calls as stored (``pending.calls``).
+    """
+
+
 class McpError(ChatClientError):
     """Talking to a Model Context Protocol server failed (``chatclient.mcp``).
 
@@ -471,6 +478,7 @@ __all__ = [
     "ToolError",
     "ToolExecutionError",
     "ToolLoopLimitError",
+    "ToolApprovalError",
     "ToolLoopRepeatError",
     "UnknownToolError",
     "VectorStoreError",
