@@ -434,6 +434,12 @@ class InvalidDecisionResponseError(ChatClientError):
     """A decision could not be read: none of the option labels is among the model's top tokens."""
 
 
+class InvalidDecisionQuestionError(ChatClientError, ValueError):
+    """A decision question or its input cannot be asked: fewer than two options, duplicate labels,
+    more options than single-token labels, an input value that is not plain data (the message names
+    the field), a threshold outside 0..1. Raised before any model call."""
+
+
 __all__ = [
     "UnsupportedFeatureError",
     "ContextWindowExceededError",
@@ -444,6 +450,7 @@ __all__ = [
     "BatchError",
     "BatchTimeoutError",
     "InvalidDecisionResponseError",
+    "InvalidDecisionQuestionError",
     "AdvisorChainError",
     "AiServiceDefinitionError",
     "AuthenticationError",
