@@ -38,7 +38,20 @@ T = TypeVar("T")
 # -- argument checks (eager: a bad argument fails at the spec call, not at the model call) ---------
 
 
+def _unawaited(value: Any, what: str) -> None:
+    """A coroutine where a value belongs is nearly always an ``acall().content()`` nobody awaited."""
+    if inspect.iscoroutine(value):
+        name = getattr(value, "__qualname__", "a coroutine")
+        value.close()  # it can never run now; closing it spares a second "never awaited" warning
+        raise TypeError(
+            f"{what} is an un-awaited coroutine ({name}), not a value: inside async code write "
+            "`text = await client.prompt(...).acall().content()` and pass `text`; in blocking code use "
+            "`call().content()`"
+        )
+
+
 def _check_text(text: Any) -> str:
+    _unawaited(text, "text")
     if text is None or not isinstance(text, str) or not text.strip():
         raise ValueError("text cannot be None or empty")
     return text
@@ -54,6 +67,7 @@ def _check_mapping(mapping: Mapping[str, Any] | None, what: str) -> dict[str, An
             raise ValueError(f"{what} keys cannot be None or empty")
         if v is None:
             raise ValueError(f"{what} values cannot be None (key {k!r})")
+        _unawaited(v, f"{what}[{k!r}]")
     return dict(mapping)
 
 
@@ -301,6 +315,13 @@ def _excerpt(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
+def _last_user_text(messages: Sequence[Message]) -> str | None:
+    for m in reversed(messages):
+        if isinstance(m, UserMessage):
+            return m.text
+    return None
+
+
 def _to_request(state: _RequestState) -> tuple[ChatClientRequest, list[Advisor]]:
     """Assemble the request (system, messages, user) and the advisor list from the spec."""
     messages: list[Message] = []
@@ -322,6 +343,9 @@ def _to_request(state: _RequestState) -> tuple[ChatClientRequest, list[Advisor]]
     if not messages:
         raise ValueError("the prompt is empty: give user text (prompt('...') or .user('...')) or messages")
     context = dict(state.advisor_params)
+    question = _last_user_text(messages)
+    if question is not None:
+        context[ContextKeys.USER_QUESTION] = question
     # One sink per request (a response spec runs its request once): building it here costs no extra
     # context copy at run time. Runs that nobody listens to only collect advisors' few events.
     context[ContextKeys.EVENTS] = _events.EventSink(state.on_event)
@@ -567,10 +591,12 @@ class ChatClientRequestSpec:
         ``pending`` is the ``PendingToolCalls`` of the paused answer (possibly loaded in another
         process); ``decisions`` maps each pending call id to an ``ApprovalDecision`` (or lists them
         in the order of ``pending.calls``). The spec must offer the same tools (``.tools(...)``).
+        Only the calls that were pending run, as stored; a mismatch raises ``ToolApprovalError``
+        (see ``chatclient.tools.approval``).
         The paused conversation replaces the spec's messages and user text; the decided calls run
         first, then the model continues. A ``ToolApprovalAdvisor`` is added when none is present.
         """
-        from chatclient.tools.approval import RESUME_TOOL_CALLS, PendingToolCalls, ToolApprovalAdvisor
+        from chatclient.tools.approval import RESUME_PENDING, RESUME_TOOL_CALLS, PendingToolCalls, ToolApprovalAdvisor
 
         if not isinstance(pending, PendingToolCalls):
             raise TypeError(f"resume() needs the PendingToolCalls of a paused response, got {type(pending).__name__}")
@@ -585,6 +611,7 @@ class ChatClientRequestSpec:
         self._state.messages = []
         self._state.add_messages(history)
         self._state.advisor_params[RESUME_TOOL_CALLS] = decided
+        self._state.advisor_params[RESUME_PENDING] = pending
         if not any(isinstance(a, ToolApprovalAdvisor) for a in self._state.advisors):
             self._state.advisors.append(ToolApprovalAdvisor())
         return self
@@ -693,6 +720,73 @@ async def _aexplained_stream(
         if refusal and not isinstance(exc, RefusalError):
             raise RefusalError(refusal, target=target) from exc
         raise explained_error(exc, whole, target, max_tokens=max_tokens) from exc
+
+
+class _EntityStream(Iterator[T]):
+    """What ``stream().entity(T)`` returns: an iterator of ever more complete ``T`` objects.
+
+    It is not a ``T`` itself; an attribute it lacks (``.name`` for a ``Person``) gets an error that
+    says so and what to do instead, rather than Python's ``'generator' object has no attribute``.
+    """
+
+    __slots__ = ("_items", "_target")
+
+    def __init__(self, items: Iterator[T], target: Any) -> None:
+        self._items = items
+        self._target = target
+
+    def __iter__(self) -> _EntityStream[T]:
+        return self
+
+    def __next__(self) -> T:
+        return next(self._items)
+
+    def close(self) -> None:
+        """Stop the stream early (closes the model's response)."""
+        close = getattr(self._items, "close", None)
+        if close is not None:
+            close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(_entity_stream_hint(self._target, name, "stream", "for p in", "spec.call()"))
+
+
+class _AsyncEntityStream(AsyncIterator[T]):
+    """What ``astream().entity(T)`` returns: an async iterator of ever more complete ``T`` objects."""
+
+    __slots__ = ("_items", "_target")
+
+    def __init__(self, items: AsyncIterator[T], target: Any) -> None:
+        self._items = items
+        self._target = target
+
+    def __aiter__(self) -> _AsyncEntityStream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        return await self._items.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop the stream early (closes the model's response)."""
+        aclose = getattr(self._items, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(_entity_stream_hint(self._target, name, "astream", "async for p in", "await spec.acall()"))
+
+
+def _entity_stream_hint(target: Any, name: str, mode: str, loop: str, single: str) -> str:
+    shown = getattr(target, "__name__", None) or type(target).__name__
+    return (
+        f"{mode}().entity({shown}) is a stream of partial {shown} objects, not one {shown}, so it has no "
+        f"attribute {name!r}: iterate it (`{loop} spec.{mode}().entity({shown}): ...`; the last item is the "
+        f"whole, validated object), or use `{single}.entity({shown})` for a single object"
+    )
 
 
 class _ResponseSpecBase:
@@ -1016,7 +1110,8 @@ class StreamResponseSpec(_ResponseSpecBase):
                 seen.add(cr.chat_response)
                 yield _content(cr)
 
-        return _explained_stream(stream_entities(converter, texts()), seen, converter, self._max_tokens())
+        items = _explained_stream(stream_entities(converter, texts()), seen, converter, self._max_tokens())
+        return _EntityStream(items, target)
 
 
 class AsyncStreamResponseSpec(_ResponseSpecBase):
@@ -1104,7 +1199,8 @@ class AsyncStreamResponseSpec(_ResponseSpecBase):
                 seen.add(cr.chat_response)
                 yield _content(cr)
 
-        return _aexplained_stream(astream_entities(converter, texts()), seen, converter, self._max_tokens())
+        items = _aexplained_stream(astream_entities(converter, texts()), seen, converter, self._max_tokens())
+        return _AsyncEntityStream(items, target)
 
 
 __all__ = [

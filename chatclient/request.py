@@ -54,6 +54,10 @@ class ContextKeys:
     """Request context: the request's ``max_duration`` in seconds (set by the client)."""
     DEADLINE = "chatclient.deadline"
     """Request context: the running request's ``chatclient.events.Deadline``."""
+    USER_QUESTION = "chatclient.user_question"
+    """Request/response context: the text of the last user message as the caller wrote it (templates
+    rendered), recorded by the client before any advisor rewrote it (retrieval context, re-reading,
+    format instructions). Evaluators take the question from here."""
     ASYNC_STREAMS = "chatclient.async_streams"
     """Request context: the async streams an ``astream()`` run opened, closed together when it ends."""
 

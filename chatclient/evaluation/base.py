@@ -1,9 +1,10 @@
 """What every evaluator takes and returns: ``EvaluationRequest`` in, ``EvaluationResult`` out.
 
 An evaluator accepts an ``EvaluationRequest`` or anything one can be built from: a
-``ChatClientResponse`` (its answer and the documents the QA/RAG advisors put in its context), a
-call spec from ``client.prompt(...).call()`` (which also knows the question the caller asked), or
-an AI-service ``Result``. Missing parts can be given as keyword arguments.
+``ChatClientResponse`` (its answer, the question as the caller asked it — the client records it
+under ``ContextKeys.USER_QUESTION`` before any advisor rewrites it — and the documents the QA/RAG
+advisors put in its context), a call spec from ``client.prompt(...).call()``, or an AI-service
+``Result``. Missing parts can be given as keyword arguments.
 """
 
 from __future__ import annotations
@@ -133,6 +134,12 @@ def _response_text(response: ChatClientResponse) -> str | None:
     return chat.text if chat is not None else None
 
 
+def _question_of(response: ChatClientResponse) -> str | None:
+    """The question as the caller asked it, which the client records in the context (``USER_QUESTION``)."""
+    question = response.context.get(ContextKeys.USER_QUESTION)
+    return question if isinstance(question, str) and question.strip() else None
+
+
 def _documents_of(response: ChatClientResponse) -> tuple[str, ...]:
     context = response.context
     for key in (ContextKeys.RETRIEVED_DOCUMENTS, ContextKeys.DOCUMENT_CONTEXT):
@@ -152,8 +159,9 @@ def to_request(
 ) -> EvaluationRequest:
     """Build an ``EvaluationRequest`` from what a caller has; keyword arguments fill or override parts.
 
-    Accepted: an ``EvaluationRequest``, a ``ChatClientResponse`` or ``ChatResponse``, a call spec
-    (``client.prompt(q).call()``: the question is the user text before any advisor changed it), an
+    Accepted: an ``EvaluationRequest``, a ``ChatClientResponse`` (the question is read from its
+    context, ``ContextKeys.USER_QUESTION``: the user text before any advisor changed it) or
+    ``ChatResponse``, a call spec (``client.prompt(q).call()``), an
     AI service's ``Result`` (its value, sources and tool calls), or a plain answer string.
     """
     base: EvaluationRequest
@@ -161,14 +169,16 @@ def to_request(
     if isinstance(item, EvaluationRequest):
         base = item
     elif isinstance(item, ChatClientResponse):
-        base = EvaluationRequest(answer=_response_text(item), documents=_documents_of(item), response=item)
+        base = EvaluationRequest(
+            question=_question_of(item), answer=_response_text(item), documents=_documents_of(item), response=item
+        )
     elif isinstance(item, str):
         base = EvaluationRequest(answer=item)
     elif callable(getattr(item, "chat_client_response", None)) and hasattr(item, "request"):
         cr = item.chat_client_response()
         if not isinstance(cr, ChatClientResponse):
             raise TypeError("evaluate() takes a blocking call spec (prompt(...).call()), not a stream spec")
-        user = item.request.prompt.user_message.text
+        user = _question_of(cr) or item.request.prompt.user_message.text
         base = EvaluationRequest(question=user, answer=_response_text(cr), documents=_documents_of(cr), response=cr)
     elif isinstance(getattr(item, "response", None), ChatClientResponse):
         value = getattr(item, "value", None)

@@ -127,8 +127,8 @@ def _documents_block(request: EvaluationRequest) -> str:
 class RelevancyEvaluator(LlmJudgeEvaluator):
     """Does the answer address the question, staying consistent with the retrieved context?
 
-    Needs the question (from a call spec, or ``question=``) and the answer; the documents come
-    from the response context (QA/RAG advisors) or ``documents=``.
+    Needs the question (from a ``ChatClientResponse``'s context or a call spec, or ``question=``)
+    and the answer; the documents come from the response context (QA/RAG advisors) or ``documents=``.
     """
 
     name = "relevancy"
@@ -139,7 +139,7 @@ class RelevancyEvaluator(LlmJudgeEvaluator):
     )
 
     def task(self, request: EvaluationRequest) -> str:
-        question = require(request.question, "the question", self.name, "pass a call spec or question='...'")
+        question = require(request.question, "the question", self.name, "pass the ChatClientResponse or call spec of a client call, or question='...'")
         answer = require(request.answer, "an answer", self.name, "the response has no text; pass answer='...'")
         return f"Question:\n{question}\n\nContext documents:\n{_documents_block(request)}\n\nAnswer to grade:\n{answer}"
 

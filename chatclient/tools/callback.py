@@ -103,12 +103,15 @@ def _takes_two(fn: Callable[..., Any]) -> bool:
 class FunctionToolCallback:
     """A tool backed by a Python callable (sync or ``async``).
 
-    Without ``input_type`` the input schema comes from the callable's signature. With
+    Without ``input_type`` the input schema comes from the callable's signature (a parameter
+    without a type annotation, as in a lambda, is advertised as "any value" and warns). With
     ``input_type`` (a pydantic model or dataclass) the callable receives one instance built from
     the arguments, plus the ``ToolContext`` as a second argument if it takes two. ``timeout``
     (seconds) bounds each call when a ``ToolCallingManager`` runs it, overriding the manager's default.
 
-    >>> cb = FunctionToolCallback(lambda a, b: a + b, name="add", description="Add two numbers")
+    >>> def add(a: int, b: int) -> int:
+    ...     return a + b
+    >>> cb = FunctionToolCallback(add, description="Add two numbers")
     >>> cb.call('{"a": 2, "b": 3}')
     '5'
     """

@@ -79,8 +79,9 @@ def tool(
 ) -> Any:
     """Mark a function or method as a tool the model may call; it stays callable as before.
 
-    The input schema is built from the signature now, so an inexpressible parameter type fails
-    here (``TypeError``), not in the middle of a conversation. ``timeout`` (seconds) bounds each
+    The input schema is built from the signature now, so an inexpressible parameter type, or a
+    parameter without a type annotation, fails here (``TypeError`` naming the parameter), not in
+    the middle of a conversation (annotate with ``Any`` to accept any JSON value on purpose). ``timeout`` (seconds) bounds each
     call of this tool, overriding ``ToolCallingManager(timeout=...)``; a call that takes longer
     becomes an error tool response (see ``ToolTimeoutError``). ``return_direct_if_last`` answers
     with the tool's result without asking the model again when this tool is the last call of the
@@ -103,7 +104,7 @@ def tool(
             raise TypeError(f"@tool decorates functions and methods, not {type(f).__name__}")
         tool_name = check_tool_name(name if name is not None else getattr(target, "__name__", None))
         is_method = isinstance(f, classmethod) or (not isinstance(f, staticmethod) and _is_method_like(target))
-        binder = SignatureInput(target, tool_name, skip_first=is_method)
+        binder = SignatureInput(target, tool_name, skip_first=is_method, require_hints=True)
         spec = ToolSpec(
             tool_name,
             description,

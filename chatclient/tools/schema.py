@@ -11,6 +11,7 @@ import inspect
 import json
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -97,10 +98,29 @@ def _check_expressible(tool_name: str, param: str, annotation: Any) -> None:
         ) from exc
 
 
-class SignatureInput:
-    """Input of a function tool: one JSON property per parameter (``ToolContext`` ones hidden)."""
+def _unannotated(tool_name: str, fn: Callable[..., Any], names: list[str]) -> str:
+    return (
+        f"tool {tool_name!r}: parameter{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} "
+        f"of {getattr(fn, '__qualname__', repr(fn))} {'have' if len(names) > 1 else 'has'} no type annotation, "
+        "so the model would be told it may send any JSON value there (schema {}) and the call would be "
+        f"checked against nothing. Annotate each parameter with the type the tool expects, e.g. `{names[0]}: int`; "
+        "write `: Any` where any JSON value is really accepted (a lambda cannot carry annotations: wrap a typed "
+        "function, or pass input_type=)."
+    )
 
-    def __init__(self, fn: Callable[..., Any], tool_name: str, *, skip_first: bool = False) -> None:
+
+class SignatureInput:
+    """Input of a function tool: one JSON property per parameter (``ToolContext`` ones hidden).
+
+    A parameter without a type annotation would be advertised as "any value" (``{}``):
+    ``require_hints`` (what ``@tool`` passes) makes that a ``TypeError`` naming the parameter;
+    otherwise (a ``FunctionToolCallback`` over a lambda, which cannot carry annotations) it is a
+    ``UserWarning``.
+    """
+
+    def __init__(
+        self, fn: Callable[..., Any], tool_name: str, *, skip_first: bool = False, require_hints: bool = False
+    ) -> None:
         from pydantic import ConfigDict, Field, create_model
 
         try:
@@ -117,6 +137,15 @@ class SignatureInput:
         self.positional: list[str] = []  # positional-only parameters, in order
         self.field_to_param: dict[str, str] = {}
         fields: dict[str, Any] = {}
+        unannotated = [
+            p.name
+            for p in params
+            if p.annotation is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        if unannotated:
+            if require_hints:
+                raise TypeError(_unannotated(tool_name, fn, unannotated))
+            warnings.warn(_unannotated(tool_name, fn, unannotated), UserWarning, stacklevel=3)
         for index, p in enumerate(params):
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TypeError(

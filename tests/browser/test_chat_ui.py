@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "chat_ui" / "app.py"
 CHROMIUM = os.environ.get("CHROMIUM_BINARY", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
-TOTAL_WORDS = 618  # the scripted answer: an 18-word lead + 600 filler words
+TOTAL_WORDS = 631  # the scripted answer: an 18-word lead, 600 filler words (--filler-words) and a 13-word note
 
 
 def _free_port() -> int:
@@ -49,7 +49,7 @@ def app_url() -> Iterator[str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "CHATCLIENT_BASE_URL")}
     proc = subprocess.Popen(
-        [sys.executable, str(APP), "--scripted", "--port", str(port), "--token-delay", "0.05"],
+        [sys.executable, str(APP), "--scripted", "--filler-words", "600", "--port", str(port), "--token-delay", "0.05"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

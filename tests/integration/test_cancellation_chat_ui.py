@@ -32,7 +32,7 @@ def url() -> Iterator[str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "CHATCLIENT_BASE_URL")}
     proc = subprocess.Popen(
-        [sys.executable, str(APP), "--scripted", "--port", str(port), "--token-delay", "0.02"],
+        [sys.executable, str(APP), "--scripted", "--filler-words", "600", "--port", str(port), "--token-delay", "0.02"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

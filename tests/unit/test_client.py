@@ -255,3 +255,25 @@ def test_many_concurrent_async_calls_share_one_client() -> None:
 
 def test_client_is_reusable_and_builder_alias() -> None:
     assert ChatClient.Builder is type(ChatClient.builder(ScriptedChatModel([])))  # type: ignore[attr-defined]
+
+
+async def test_an_unawaited_acall_content_passed_on_gets_a_pointed_message() -> None:
+    # Issue 27.4: `text = client.prompt(q).acall().content()` without await, passed on as text.
+    client = ChatClient.create(ScriptedChatModel(["Paris", "unused"]))
+    pending = client.prompt("Capital of France?").acall().content()
+    with pytest.raises(TypeError) as info:
+        client.prompt(pending)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "un-awaited coroutine" in message and "AsyncCallResponseSpec.content" in message
+    assert "await client.prompt(...).acall().content()" in message
+    assert pending.cr_frame is None  # closed: no second "never awaited" warning
+    for build in (
+        lambda c: client.prompt().user(c),
+        lambda c: client.prompt().system(c),
+        lambda c: client.prompt().user("Say {{ x }}", params={"x": c}),
+    ):
+        with pytest.raises(TypeError, match=r"un-awaited coroutine"):
+            build(client.prompt("q").acall().content())
+    # awaited, the same value is fine
+    text = await client.prompt("Capital of France?").acall().content()
+    assert text == "Paris"

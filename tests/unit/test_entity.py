@@ -226,3 +226,35 @@ def test_memory_stores_the_users_text_without_instructions_or_validation_feedbac
     assert "JSON Schema" in model.last_prompt.user_message.text  # the model did get the instructions
     stored = [(m.type.value, m.text) for m in memory.get("c1")]
     assert stored == [("user", "Films of Tom Hanks?"), ("assistant", ACTOR_JSON)]
+
+
+def test_a_streamed_entity_says_it_is_a_stream_when_used_as_the_entity() -> None:
+    # Issue 27.4: `spec.stream().entity(P).name` failed with "'generator' object has no attribute 'name'".
+    client = ChatClient.create(ScriptedChatModel([[ACTOR_JSON[:12], ACTOR_JSON[12:]]]))
+    stream = client.prompt("Films of Tom Hanks?").stream().entity(Actor)
+    with pytest.raises(AttributeError) as info:
+        stream.name  # noqa: B018
+    message = str(info.value)
+    assert "stream().entity(Actor) is a stream of partial Actor objects" in message
+    assert "no attribute 'name'" in message
+    assert "for p in spec.stream().entity(Actor)" in message and "spec.call().entity(Actor)" in message
+    items = list(stream)  # still an ordinary iterator
+    assert items[-1] == ACTOR and len(items) >= 2
+
+
+async def test_an_async_streamed_entity_says_the_same() -> None:
+    client = ChatClient.create(ScriptedChatModel([ACTOR_JSON]))
+    stream = client.prompt("Films of Tom Hanks?").astream().entity(Actor)
+    with pytest.raises(AttributeError, match=r"astream\(\)\.entity\(Actor\).*await spec\.acall\(\)\.entity\(Actor\)"):
+        stream.movies  # noqa: B018
+    assert [a async for a in stream][-1] == ACTOR
+
+
+def test_closing_a_streamed_entity_early_closes_the_model_stream() -> None:
+    chunks = [ACTOR_JSON[:5], ACTOR_JSON[5:12], ACTOR_JSON[12:]]
+    model = ScriptedChatModel([chunks])
+    stream = ChatClient.create(model).prompt("Films?").stream().entity(Actor)
+    next(stream)
+    stream.close()
+    with pytest.raises(StopIteration):
+        next(stream)

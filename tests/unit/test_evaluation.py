@@ -55,11 +55,46 @@ def test_relevancy_reads_question_answer_and_documents_from_a_rag_call() -> None
     assert result == EvaluationResult(True, 0.9, "It answers the ordering question.", "", "relevancy")
     sent = judge.last_prompt
     assert "Which advisor runs first?" in sent.user_message.text  # the question before RAG rewrote it
-    assert "Context information is below" not in sent.user_message.text.split("Context documents:")[0]
+    assert sent.user_message.text.split("Context documents:")[0] == "Question:\nWhich advisor runs first?\n\n"
     assert "Lowest order runs first." in sent.user_message.text
     assert "Advisors run in order" in sent.user_message.text  # the retrieved document
     assert "RELEVANCE" in sent.system_message.text
     assert '"passed"' in sent.user_message.text  # the verdict schema was asked for (entity())
+
+
+@pytest.mark.parametrize("mode", ["call", "acall", "stream"])
+def test_a_chat_client_response_alone_carries_the_question_as_asked(mode: str) -> None:
+    # Issue 26.10: the client records the question before advisors rewrite it (retrieval context,
+    # re-reading, format instructions), so a ChatClientResponse is enough for an evaluator.
+    from advisors import ReReadingAdvisor
+    from chatclient import ContextKeys
+
+    store = SimpleVectorStore(HashingEmbeddingModel(dimensions=64))
+    store.add([Document("Advisors run in order: lowest order first on the way in.")])
+    app = (
+        ChatClient.builder(ScriptedChatModel([["Lowest order ", "runs first."]]))
+        .default_advisors(QuestionAnswerAdvisor(store), ReReadingAdvisor())
+        .build()
+    )
+    spec = app.prompt().user("Which {{ thing }} runs first?", params={"thing": "advisor"})
+    if mode == "call":
+        response = spec.call().chat_client_response()
+    elif mode == "acall":
+        response = asyncio.run(spec.acall().chat_client_response())
+    else:
+        response = list(spec.stream().chat_client_response())[-1]
+    assert response.context[ContextKeys.USER_QUESTION] == "Which advisor runs first?"
+    judge = ScriptedChatModel([verdict(True, 0.9, "It answers the ordering question.")])
+    result = RelevancyEvaluator(judge).evaluate(response)
+    assert result.passed
+    task = judge.last_prompt.user_message.text
+    assert task.startswith("Question:\nWhich advisor runs first?\n\nContext documents:")  # not the rewritten text
+    assert "Read the question again" not in task
+    assert "Advisors run in order" in task  # the retrieved document, from the same context
+    # a keyword still overrides what the response holds
+    judge = ScriptedChatModel([verdict(True, 0.9)])
+    RelevancyEvaluator(judge).evaluate(response, question="Another question?")
+    assert judge.last_prompt.user_message.text.startswith("Question:\nAnother question?")
 
 
 def test_a_malformed_verdict_is_re_asked_then_accepted() -> None:

@@ -55,7 +55,7 @@ def test_json_reader_keys_metadata_and_pointer(bikes: Path) -> None:
     ]
     assert [x.metadata["price"] for x in docs] == [900, 1200]
     [shop] = JsonReader(bikes).read("/shop")
-    assert json.loads(shop.text) == {"name": "Velo"} and dict(shop.metadata) == {}
+    assert json.loads(shop.text) == {"name": "Velo"} and dict(shop.metadata) == {"source": bikes.name}
     assert [x.text for x in JsonReader(bikes, ["name"]).read("/a~1b/~0x")] == ["name: deep"]
     assert [x.text for x in JsonReader(bikes, ["name"]).read("/bikes/1")] == ["name: Trail"]
     [whole] = JsonReader(bikes).read()
@@ -95,12 +95,44 @@ def test_markdown_reader_defaults(tmp_path: Path) -> None:
     assert [(x.text, dict(x.metadata)) for x in docs] == [
         (
             "Intro line one continues here.\nSecond paragraph.",
-            {"category": "header_1", "title": "Guide", "src": "guide"},
+            {"source": "guide.md", "category": "header_1", "title": "Guide", "src": "guide"},
         ),
-        ('print("hi")', {"category": "code_block", "lang": "python", "src": "guide"}),
-        ("A wise quote.", {"category": "blockquote", "src": "guide"}),
-        ("Run the installer.", {"category": "header_2", "title": "Install", "src": "guide"}),
+        ('print("hi")', {"source": "guide.md", "category": "code_block", "lang": "python", "src": "guide"}),
+        ("A wise quote.", {"source": "guide.md", "category": "blockquote", "src": "guide"}),
+        ("Run the installer.", {"source": "guide.md", "category": "header_2", "title": "Install", "src": "guide"}),
     ]
+
+
+def test_markdown_and_json_readers_name_their_file_as_source(tmp_path: Path) -> None:
+    # Printed sources were "?" because only TextReader set it; every file reader now does.
+    md = tmp_path / "kettle.md"
+    md.write_text("# Care\nDescale monthly.\n")
+    assert [d.metadata["source"] for d in MarkdownReader(md).read()] == ["kettle.md"]
+    # what the caller gives still wins
+    assert MarkdownReader(md, additional_metadata={"source": "manual"}).read()[0].metadata["source"] == "manual"
+    js = tmp_path / "items.json"
+    js.write_text('[{"a": 1}, {"a": 2}]')
+    assert [d.metadata["source"] for d in JsonReader(js).read()] == ["items.json", "items.json"]
+    generated = JsonReader(js, metadata_generator=lambda o: {"source": f"row{o['a']}"}).read()
+    assert [d.metadata["source"] for d in generated] == ["row1", "row2"]
+
+
+def test_default_encoding_never_reaches_the_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Offline, tiktoken's first use tries to download its BPE file (a DNS error was printed before
+    # the fallback). With an empty cache the splitter must fall back without opening a socket.
+    import socket
+
+    import chatclient.rag.etl.splitter as splitter
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("TokenTextSplitter tried the network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(splitter, "_default_encoding", None)
+    assert isinstance(splitter.default_encoding(), SimpleTokenEncoding)
+    assert TokenTextSplitter(chunk_size=5).split_text("One two three four five six seven.")
 
 
 def test_markdown_reader_options() -> None:

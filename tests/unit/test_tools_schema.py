@@ -212,6 +212,38 @@ def test_inexpressible_parameter_type_fails_at_decoration_naming_it() -> None:
             return "x"
 
 
+def test_missing_annotation_fails_at_decoration_naming_the_parameter() -> None:
+    # Issue 27.3: an untyped parameter was advertised as {} ("anything"); the model then sent
+    # {"a": {"b": 2}} and the tool's own TypeError went back to it.
+    with pytest.raises(TypeError) as info:
+
+        @tool
+        def add(a, b: int) -> int:  # type: ignore[no-untyped-def]
+            return a + b  # type: ignore[no-any-return]
+
+    message = str(info.value)
+    assert "tool 'add'" in message and "'a'" in message and "'b'" not in message
+    assert "`a: int`" in message and ": Any" in message
+
+    with pytest.raises(TypeError, match=r"parameters 'x', 'y'"):
+
+        class Calc:
+            @tool
+            def mul(self, x, y):  # type: ignore[no-untyped-def]  # self needs no annotation
+                return x * y
+
+
+def test_explicit_any_is_accepted_and_a_lambda_callback_warns() -> None:
+    @tool
+    def echo(value: Any) -> str:
+        return str(value)
+
+    assert schema_of(echo)["properties"] == {"value": {}}
+    with pytest.warns(UserWarning, match=r"tool 'add'.*'a', 'b'.*no type annotation"):
+        cb = FunctionToolCallback(lambda a, b: a + b, name="add", description="Add")
+    assert cb.call('{"a": 2, "b": 3}') == "5"
+
+
 def test_callable_parameter_type_fails_at_decoration() -> None:
     with pytest.raises(TypeError, match="parameter 'fn'"):
 

@@ -57,8 +57,9 @@ class JsonReader:
     """One Document per JSON object (the top-level object, or each item of a top-level array).
 
     With ``keys``, the text is ``"key: value"`` lines for the keys an object has; without, the
-    object's JSON. ``metadata_generator(obj)`` supplies each document's metadata. ``read(pointer)``
-    reads from the node an RFC 6901 pointer selects instead of the root.
+    object's JSON. Metadata: ``source`` (the file name) and what ``metadata_generator(obj)`` returns
+    (which may replace ``source``). ``read(pointer)`` reads from the node an RFC 6901 pointer selects
+    instead of the root.
     """
 
     def __init__(
@@ -79,7 +80,9 @@ class JsonReader:
             text = "\n".join(f"{k}: {_scalar(item[k])}" for k in self.keys if k in item)
         else:
             text = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
-        metadata = dict(self.metadata_generator(item)) if self.metadata_generator else {}
+        metadata = {"source": self.path.name}
+        if self.metadata_generator:
+            metadata.update(self.metadata_generator(item))
         return Document(text, metadata)
 
     def read(self, pointer: str | None = None) -> list[Document]:
@@ -119,8 +122,8 @@ def _heading(line: str) -> tuple[int, str] | None:
 class MarkdownReader:
     """Splits Markdown into Documents at headings (and, optionally, horizontal rules).
 
-    Each document's metadata carries ``title`` (its heading) and ``category`` (``header_<level>``),
-    plus ``additional_metadata``. Code blocks and blockquotes become separate documents
+    Each document's metadata carries ``source`` (the file name), ``title`` (its heading) and
+    ``category`` (``header_<level>``), plus ``additional_metadata`` (which may replace any of them). Code blocks and blockquotes become separate documents
     (``category`` ``code_block`` with ``lang``, or ``blockquote``) unless ``include_code_block`` /
     ``include_blockquote`` keep them in the surrounding text. Paragraphs are joined with ``\\n``.
     """
@@ -151,6 +154,7 @@ class MarkdownReader:
     def parse(self, markdown: str) -> list[Document]:
         """Documents for Markdown text (what :meth:`read` does with the file's content)."""
         docs: list[Document] = []
+        source = {"source": self.path.name}
         header: dict[str, Any] = {}
         paragraphs: list[str] = []
         current: list[str] = []
@@ -164,13 +168,13 @@ class MarkdownReader:
             end_paragraph()
             text = "\n".join(p for p in paragraphs if p)
             if text.strip():
-                docs.append(Document(text, {**header, **self.additional_metadata}))
+                docs.append(Document(text, {**source, **header, **self.additional_metadata}))
             paragraphs.clear()
 
         def separate(text: str, metadata: dict[str, Any]) -> None:
             flush()
             if text.strip():
-                docs.append(Document(text, {**metadata, **self.additional_metadata}))
+                docs.append(Document(text, {**source, **metadata, **self.additional_metadata}))
 
         lines = markdown.splitlines()
         i = 0

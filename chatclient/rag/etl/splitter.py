@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import re
+import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from chatclient.rag.documents import Document
@@ -46,18 +50,43 @@ class SimpleTokenEncoding:
 _default_encoding: TokenEncoding | None = None
 _default_lock = threading.Lock()
 
+# tiktoken keeps the BPE file of cl100k_base in its cache under the SHA-1 of this address.
+_CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+
+
+def _tiktoken_cache_file() -> Path | None:
+    """Where tiktoken would find cl100k_base's BPE file on disk (its own lookup), or None when caching is off."""
+    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if variable in os.environ:
+            folder = os.environ[variable]
+            break
+    else:
+        folder = str(Path(tempfile.gettempdir()) / "data-gym-cache")
+    if not folder:
+        return None
+    return Path(folder) / hashlib.sha1(_CL100K_URL.encode(), usedforsecurity=False).hexdigest()
+
 
 def default_encoding() -> TokenEncoding:
-    """tiktoken's ``cl100k_base`` when it loads (installed and cached or online), else :class:`SimpleTokenEncoding`."""
+    """tiktoken's ``cl100k_base`` when it is installed and its BPE file is already cached, else
+    :class:`SimpleTokenEncoding`.
+
+    Never reaches the network: tiktoken downloads the file on first use, which offline means a DNS
+    error (and online a request nobody asked for). To split on cl100k_base tokens on a fresh
+    machine, pass ``encoding=tiktoken.get_encoding("cl100k_base")`` to the splitter.
+    """
     global _default_encoding
     with _default_lock:
         if _default_encoding is None:
+            cached = _tiktoken_cache_file()
             try:
+                if cached is None or not cached.is_file():
+                    raise FileNotFoundError("its BPE file is not in the local cache")
                 import tiktoken
 
                 _default_encoding = tiktoken.get_encoding("cl100k_base")
-            except Exception as exc:  # offline, or not installed: any failure means "use the fallback"
-                log.warning("tiktoken cl100k_base unavailable (%s); TokenTextSplitter counts tokens with a regex", exc)
+            except Exception as exc:  # not installed, not cached, unreadable: use the fallback
+                log.info("tiktoken cl100k_base not used (%s); TokenTextSplitter counts tokens with a regex", exc)
                 _default_encoding = SimpleTokenEncoding()
         return _default_encoding
 
