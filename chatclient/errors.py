@@ -430,6 +430,16 @@ class BatchTimeoutError(BatchError, TimeoutError):
         self.timeout = timeout
 
 
+class BatchItemError(BatchError):
+    """One item of a provider batch has no answer: ``kind`` is ``"errored"`` (the provider's error is
+    in the message), ``"expired"`` (the job's window ended first), ``"canceled"`` or ``"missing"``."""
+
+    def __init__(self, message: str, *, kind: str, custom_id: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.custom_id = custom_id
+
+
 class InvalidDecisionResponseError(ChatClientError):
     """A decision could not be read: none of the option labels is among the model's top tokens."""
 
@@ -449,6 +459,7 @@ __all__ = [
     "SkillError",
     "BatchError",
     "BatchTimeoutError",
+    "BatchItemError",
     "InvalidDecisionResponseError",
     "InvalidDecisionQuestionError",
     "AdvisorChainError",

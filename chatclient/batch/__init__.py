@@ -1,0 +1,420 @@
+"""Bulk runs: ``run_many`` on one machine, provider batch APIs, and adapters for Ray, Dask and DBOS.
+
+``run_many(fn, items)`` calls ``fn(item)`` for every item with at most ``concurrency`` calls in
+flight (threads for a plain function, tasks for an ``async def``), shows a ``tqdm`` bar on stderr
+and returns one ``ItemResult`` per item in input order; a failure is an entry with its exception,
+never dropped. Retries are the model's own (its HTTP retry policy): ``run_many`` never calls an
+item twice. With ``checkpoint="run.sqlite"`` every successful item is written to a SQLite file as it
+finishes, and a re-run after a crash or Ctrl-C skips what is there.
+
+    from chatclient.batch import run_many
+
+    def extract(doc: str) -> Person:
+        return client.prompt().user(doc).call().entity(Person)
+
+    results = run_many(extract, documents, concurrency=32, checkpoint="people.sqlite")
+    people = [r.value for r in results if r.ok]
+    print(results.usage, [r.error for r in results if not r.ok])
+
+For an input too large to hold, ``iter_many`` yields the same results one by one (memory stays flat:
+at most a few windows of items are in flight). Usage is counted from every model call ``fn`` makes
+through a ``ChatClient`` (the same meters a budget uses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from chatclient._lazy import lazy_getattr
+from chatclient.errors import BatchError
+from chatclient.models.base import ChatResponse, Usage
+from chatclient.progress import progress_bar
+from chatclient.usage_meter import metering
+
+if TYPE_CHECKING:
+    from chatclient.models.base import ChatModel
+    from chatclient.prompt import Prompt
+    from chatclient.resilience.prices import PriceTable
+
+    from .checkpoint import Checkpoint
+
+__all__ = [
+    "AnthropicBatch",
+    "BatchJob",
+    "ItemResult",
+    "OpenAIBatch",
+    "RunResults",
+    "aiter_many",
+    "arun_many",
+    "iter_many",
+    "run_many",
+]
+
+T = TypeVar("T")
+
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "OpenAIBatch": "chatclient.batch.openai",
+        "AnthropicBatch": "chatclient.batch.anthropic",
+        "BatchJob": "chatclient.batch.jobs",
+    },
+    globals(),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult(Generic[T]):
+    """The outcome of one item: ``value`` when it succeeded, else ``error`` (the exception object).
+
+    ``usage`` sums the model calls the item made (``None`` when none was seen); ``cost`` is their
+    price when ``prices=`` was given and every model had one.
+    """
+
+    index: int
+    value: T | None = None
+    error: BaseException | None = None
+    usage: Usage | None = None
+    cost: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the item succeeded."""
+        return self.error is None
+
+    def unwrap(self) -> T:
+        """The value, or raise the item's error."""
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+class RunResults(list[ItemResult[Any]]):
+    """The ``ItemResult``s of a run in input order, with ``usage`` and ``cost`` summed over them."""
+
+    @property
+    def usage(self) -> Usage:
+        """Every item's usage added up."""
+        total = Usage()
+        for r in self:
+            if r.usage is not None:
+                total = total + r.usage
+        return total
+
+    @property
+    def cost(self) -> float | None:
+        """Every item's cost added up (``None`` when no item had a price)."""
+        costs = [r.cost for r in self if r.cost is not None]
+        return sum(costs) if costs else None
+
+    @property
+    def failed(self) -> list[ItemResult[Any]]:
+        """The items that failed."""
+        return [r for r in self if r.error is not None]
+
+
+class _ItemMeter:
+    """Adds up the usage of every model call one item makes (a ``UsageMeter``)."""
+
+    __slots__ = ("calls", "cost", "prices", "usage")
+
+    def __init__(self, prices: PriceTable | None) -> None:
+        self.prices = prices
+        self.usage = Usage()
+        self.cost: float | None = 0.0 if prices is not None else None
+        self.calls = 0
+
+    def before_call(self, prompt: Prompt, model: ChatModel) -> None:
+        return None
+
+    def after_call(self, response: ChatResponse, model: ChatModel) -> None:
+        usage = response.metadata.usage
+        self.usage = self.usage + usage
+        self.calls += 1
+        if self.prices is not None and self.cost is not None:
+            from chatclient.resilience._common import model_label
+
+            cost = self.prices.cost(response.metadata.model or model_label(model), usage)
+            self.cost = None if cost is None else self.cost + cost
+
+    def result(self, index: int, value: Any, error: BaseException | None) -> ItemResult[Any]:
+        usage: Usage | None = self.usage if self.calls else None
+        if usage is None and isinstance(value, ChatResponse):  # a bare model call made by fn itself
+            usage = value.metadata.usage
+        return ItemResult(index, value, error, usage, self.cost if self.calls else None)
+
+
+def _run_one(fn: Callable[[Any], Any], index: int, item: Any, prices: PriceTable | None) -> ItemResult[Any]:
+    meter = _ItemMeter(prices)
+    with metering(meter):
+        try:
+            value = fn(item)
+        except Exception as exc:
+            return meter.result(index, None, exc)
+    return meter.result(index, value, None)
+
+
+async def _arun_one(fn: Callable[[Any], Any], index: int, item: Any, prices: PriceTable | None) -> ItemResult[Any]:
+    meter = _ItemMeter(prices)
+    with metering(meter):
+        try:
+            if _is_async(fn):
+                value = await fn(item)
+            else:
+                value = await asyncio.to_thread(fn, item)  # the meter travels with the copied context
+        except Exception as exc:
+            return meter.result(index, None, exc)
+    return meter.result(index, value, None)
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+def _check(fn: Any, concurrency: int) -> None:
+    if not callable(fn):
+        raise TypeError(f"run_many(fn, items): fn must be callable, got {type(fn).__name__}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+
+
+def _open_checkpoint(checkpoint: str | Path | Checkpoint | None, fn: Any) -> Checkpoint | None:
+    if checkpoint is None:
+        return None
+    from .checkpoint import Checkpoint, function_fingerprint
+
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+    ckpt.open(function_fingerprint(fn))
+    return ckpt
+
+
+class _Plan:
+    """Items next to the checkpoint's finished rows: which to run and which are already done."""
+
+    def __init__(self, items: Iterable[Any], ckpt: Checkpoint | None) -> None:
+        self.items = items
+        self.ckpt = ckpt
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any, bytes, ItemResult[Any] | None]]:
+        ckpt = self.ckpt
+        if ckpt is None:
+            for i, item in enumerate(self.items):
+                yield i, item, b"", None
+            return
+        from .checkpoint import item_digest
+
+        done = ckpt.done()
+        row = next(done, None)
+        count = -1
+        for count, item in enumerate(self.items):
+            digest = item_digest(item)
+            if row is not None and row[0] == count:
+                if row[1] != digest:
+                    raise BatchError(
+                        f"checkpoint {str(ckpt.path)!r} holds a different item at index {count}: it was written "
+                        "for another item list; pass a new checkpoint path, or delete the file to start over"
+                    )
+                self.skipped += 1
+                yield count, item, digest, ItemResult(count, row[2], None, row[3])
+                row = next(done, None)
+            else:
+                yield count, item, digest, None
+        if row is not None:
+            raise BatchError(
+                f"checkpoint {str(ckpt.path)!r} has a finished item at index {row[0]} but only {count + 1} items "
+                "were given: it was written for another item list; pass a new checkpoint path"
+            )
+
+
+def _total(items: Any) -> int | None:
+    try:
+        return len(items)
+    except TypeError:
+        return None
+
+
+def iter_many(
+    fn: Callable[[Any], T],
+    items: Iterable[Any],
+    *,
+    concurrency: int = 16,
+    progress: bool | None = True,
+    checkpoint: str | Path | Checkpoint | None = None,
+    prices: PriceTable | None = None,
+    desc: str = "run_many",
+) -> Iterator[ItemResult[T]]:
+    """``run_many`` as a generator: yields each ``ItemResult`` in input order as soon as it and all before it are done.
+
+    ``fn`` must be a plain function here (use ``aiter_many`` for ``async def``). Memory stays flat on
+    any number of items: at most ``4 * concurrency`` are read ahead. Closing the generator early (or
+    Ctrl-C) commits the checkpoint and lets the calls in flight finish in the background.
+    """
+    _check(fn, concurrency)
+    if _is_async(fn):
+        raise TypeError("iter_many runs plain functions; for an async def use aiter_many (or run_many)")
+    ckpt = _open_checkpoint(checkpoint, fn)
+    plan = _Plan(items, ckpt)
+    bar = progress_bar(total=_total(items), desc=desc, unit="item", enabled=progress)
+    pool = ThreadPoolExecutor(concurrency, thread_name_prefix="run_many")
+    window: deque[tuple[int, bytes, ItemResult[Any] | Future[ItemResult[Any]]]] = deque()
+    limit = 4 * concurrency
+
+    def finish(entry: tuple[int, bytes, ItemResult[Any] | Future[ItemResult[Any]]]) -> ItemResult[Any]:
+        _, digest, slot = entry
+        result = slot if isinstance(slot, ItemResult) else slot.result()
+        if ckpt is not None and digest and result.error is None and not isinstance(slot, ItemResult):
+            ckpt.add(result.index, digest, result.value, result.usage)
+        bar.update(1)
+        return result
+
+    try:
+        for index, item, digest, done in plan:
+            window.append((index, digest, done if done is not None else pool.submit(_run_one, fn, index, item, prices)))
+            while window and (len(window) > limit or _ready(window[0][2])):
+                yield finish(window.popleft())
+        while window:
+            yield finish(window.popleft())
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for _, _, slot in window:
+            if isinstance(slot, Future):
+                slot.cancel()
+        if ckpt is not None:
+            ckpt.close()
+        bar.close()
+
+
+def _ready(slot: ItemResult[Any] | Future[ItemResult[Any]]) -> bool:
+    return isinstance(slot, ItemResult) or slot.done()
+
+
+async def aiter_many(
+    fn: Callable[[Any], Awaitable[T]] | Callable[[Any], T],
+    items: Iterable[Any] | AsyncIterable[Any],
+    *,
+    concurrency: int = 16,
+    progress: bool | None = True,
+    checkpoint: str | Path | Checkpoint | None = None,
+    prices: PriceTable | None = None,
+    desc: str = "run_many",
+) -> AsyncIterator[ItemResult[T]]:
+    """``iter_many`` for async code: tasks for an ``async def fn`` (a plain ``fn`` runs in worker threads)."""
+    _check(fn, concurrency)
+    ckpt = _open_checkpoint(checkpoint, fn)
+    source: Iterable[Any] = items if not isinstance(items, AsyncIterable) else await _collect_async(items)
+    plan = _Plan(source, ckpt)
+    bar = progress_bar(total=_total(source), desc=desc, unit="item", enabled=progress)
+    gate = asyncio.Semaphore(concurrency)
+    window: deque[tuple[bytes, ItemResult[Any] | asyncio.Task[ItemResult[Any]]]] = deque()
+    limit = 4 * concurrency
+
+    async def run(index: int, item: Any) -> ItemResult[Any]:
+        async with gate:
+            return await _arun_one(fn, index, item, prices)
+
+    async def finish(entry: tuple[bytes, ItemResult[Any] | asyncio.Task[ItemResult[Any]]]) -> ItemResult[Any]:
+        digest, slot = entry
+        result = slot if isinstance(slot, ItemResult) else await slot
+        if ckpt is not None and digest and result.error is None and not isinstance(slot, ItemResult):
+            ckpt.add(result.index, digest, result.value, result.usage)
+        bar.update(1)
+        return result
+
+    try:
+        for index, item, digest, done in plan:
+            window.append((digest, done if done is not None else asyncio.ensure_future(run(index, item))))
+            while window and (len(window) > limit or _aready(window[0][1])):
+                yield await finish(window.popleft())
+        while window:
+            yield await finish(window.popleft())
+    finally:
+        for _, slot in window:
+            if isinstance(slot, asyncio.Task):
+                slot.cancel()
+        if ckpt is not None:
+            ckpt.close()
+        bar.close()
+
+
+def _aready(slot: ItemResult[Any] | asyncio.Task[ItemResult[Any]]) -> bool:
+    return isinstance(slot, ItemResult) or slot.done()
+
+
+async def _collect_async(items: AsyncIterable[Any]) -> list[Any]:
+    return [item async for item in items]
+
+
+def run_many(
+    fn: Callable[[Any], T] | Callable[[Any], Awaitable[T]],
+    items: Iterable[Any],
+    *,
+    concurrency: int = 16,
+    progress: bool | None = True,
+    checkpoint: str | Path | Checkpoint | None = None,
+    prices: PriceTable | None = None,
+    desc: str = "run_many",
+) -> RunResults:
+    """Call ``fn(item)`` for every item, at most ``concurrency`` at a time; results in input order.
+
+    ``fn`` may be a plain function (run in threads) or an ``async def`` (run as tasks on a private
+    event loop; inside async code ``await arun_many(...)`` instead). ``progress`` shows a bar on
+    stderr (``None``: only on a terminal). ``checkpoint`` is a SQLite file path: successful items are
+    written to it as they finish and skipped (their stored value returned) when the run is repeated;
+    failed items run again. ``prices`` (a ``PriceTable``) fills each item's ``cost``.
+
+    Raises ``BatchError`` when the checkpoint belongs to another function or item list.
+    """
+    if _is_async(fn):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(
+                arun_many(
+                    fn,
+                    items,
+                    concurrency=concurrency,
+                    progress=progress,
+                    checkpoint=checkpoint,
+                    prices=prices,
+                    desc=desc,
+                )
+            )
+        raise TypeError("run_many was called inside a running event loop: use `await arun_many(...)` there")
+    return RunResults(
+        iter_many(
+            fn,
+            items,
+            concurrency=concurrency,
+            progress=progress,
+            checkpoint=checkpoint,
+            prices=prices,
+            desc=desc,
+        )
+    )
+
+
+async def arun_many(
+    fn: Callable[[Any], Awaitable[T]] | Callable[[Any], T],
+    items: Iterable[Any] | AsyncIterable[Any],
+    *,
+    concurrency: int = 16,
+    progress: bool | None = True,
+    checkpoint: str | Path | Checkpoint | None = None,
+    prices: PriceTable | None = None,
+    desc: str = "run_many",
+) -> RunResults:
+    """``run_many`` for async code."""
+    results = RunResults()
+    async for r in aiter_many(
+        fn, items, concurrency=concurrency, progress=progress, checkpoint=checkpoint, prices=prices, desc=desc
+    ):
+        results.append(r)
+    return results

@@ -1,0 +1,193 @@
+"""The SQLite checkpoint of ``run_many``: finished items survive a crash or Ctrl-C.
+
+One file holds one run: a fingerprint of the function (``meta``) and one row per successful item
+(its index, a digest of the item, the pickled value and its usage). A re-run with the same file
+reads the rows in index order next to the items and skips every item already done; a failed item
+has no row, so it runs again. A file written for another function, or whose finished items are not
+the items given now, is refused with ``BatchError`` (the fingerprint rule), never mixed.
+
+Writes are grouped (one transaction per ``commit_every`` items or ``commit_seconds``) and the file
+runs in WAL mode, so a checkpoint costs a few microseconds per item; a process killed mid-run loses
+at most the last uncommitted group, which simply runs again.
+
+Values are stored with ``pickle``: a checkpoint file is trusted like code, keep it where only you
+can write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from chatclient.errors import BatchError
+from chatclient.models.base import Usage
+
+__all__ = ["Checkpoint", "function_fingerprint", "item_digest"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    idx INTEGER PRIMARY KEY,
+    digest BLOB NOT NULL,
+    value BLOB NOT NULL,
+    usage TEXT
+);
+"""
+
+
+def function_fingerprint(fn: Callable[..., Any]) -> str:
+    """A digest of what ``fn`` is: its qualified name and, for Python functions, its code and constants."""
+    target: Any = fn
+    parts: list[bytes] = []
+    # functools.partial: the function and its bound arguments
+    while hasattr(target, "func") and hasattr(target, "args"):
+        parts.append(repr((target.args, sorted((target.keywords or {}).items()))).encode())
+        target = target.func
+    code = getattr(target, "__code__", None)
+    if code is None:
+        call = getattr(type(target), "__call__", None)  # noqa: B004 - the method itself, for its code
+        code = getattr(call, "__code__", None)
+        name = f"{type(target).__module__}.{type(target).__qualname__}"
+    else:
+        name = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+    parts.append(name.encode())
+    if code is not None:
+        parts.append(code.co_code)
+        parts.append(repr([c for c in code.co_consts if not hasattr(c, "co_code")]).encode())
+        parts.append(repr(code.co_names).encode())
+    return hashlib.blake2b(b"\0".join(parts), digest_size=16).hexdigest()
+
+
+def item_digest(item: Any) -> bytes:
+    """Eight bytes that tell one item from another (its pickle, else its ``repr``)."""
+    try:
+        data = pickle.dumps(item, protocol=5)
+    except Exception:
+        data = repr(item).encode("utf-8", "replace")
+    return hashlib.blake2b(data, digest_size=8).digest()
+
+
+def _usage_json(usage: Usage | None) -> str | None:
+    if usage is None:
+        return None
+    return json.dumps(
+        [
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cached_input_tokens,
+            usage.cache_write_tokens,
+            usage.reasoning_tokens,
+            usage.reported_total_tokens,
+        ]
+    )
+
+
+def _usage_of(text: str | None) -> Usage | None:
+    if text is None:
+        return None
+    return Usage(*json.loads(text))
+
+
+class Checkpoint:
+    """One run's checkpoint file. ``open`` checks the fingerprint; ``done()`` streams the finished rows."""
+
+    def __init__(self, path: str | Path, *, commit_every: int = 512, commit_seconds: float = 1.0) -> None:
+        if isinstance(path, sqlite3.Connection):
+            raise TypeError("checkpoint= takes a file path (str or Path), not an open sqlite3 connection")
+        self.path = Path(path)
+        self.commit_every = commit_every
+        self.commit_seconds = commit_seconds
+        self._db: sqlite3.Connection | None = None
+        self._pending = 0
+        self._last_commit = 0.0
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({str(self.path)!r})"
+
+    def open(self, fingerprint: str) -> None:
+        """Create or reopen the file; refuse one written for another function."""
+        if self.path.parent and not self.path.parent.exists():
+            raise ValueError(f"checkpoint directory {str(self.path.parent)!r} does not exist; create it first")
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            row = db.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise BatchError(
+                f"cannot use {str(self.path)!r} as a checkpoint ({exc}); pass the path of a new file "
+                "or of a checkpoint written by run_many"
+            ) from exc
+        if row is None:
+            db.execute("INSERT INTO meta (key, value) VALUES ('fingerprint', ?)", (fingerprint,))
+        elif row[0] != fingerprint:
+            db.close()
+            raise BatchError(
+                f"checkpoint {str(self.path)!r} belongs to another function (fingerprint {row[0]}, this run "
+                f"{fingerprint}); pass a new checkpoint path, or delete the file to start over"
+            )
+        self._db = db
+        db.execute("BEGIN")
+        self._last_commit = time.monotonic()
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the checkpoint is not open")
+        return self._db
+
+    def done(self) -> Iterator[tuple[int, bytes, Any, Usage | None]]:
+        """The finished items, by index: (index, digest, value, usage). Reads on its own connection."""
+        reader = sqlite3.connect(self.path, check_same_thread=False)
+        try:
+            for idx, digest, value, usage in reader.execute("SELECT idx, digest, value, usage FROM items ORDER BY idx"):
+                yield idx, bytes(digest), pickle.loads(value), _usage_of(usage)
+        finally:
+            reader.close()
+
+    def count(self) -> int:
+        """How many items are finished."""
+        row = self._conn().execute("SELECT count(*) FROM items").fetchone()
+        return int(row[0])
+
+    def add(self, index: int, digest: bytes, value: Any, usage: Usage | None) -> None:
+        """Record one successful item (committed in groups)."""
+        try:
+            blob = pickle.dumps(value, protocol=5)
+        except Exception as exc:
+            raise BatchError(
+                f"item {index}: its result ({type(value).__name__}) cannot be pickled into the checkpoint ({exc}); "
+                "return plain data (str, dict, a pydantic model) from fn, or run without checkpoint="
+            ) from exc
+        db = self._conn()
+        db.execute(
+            "INSERT OR REPLACE INTO items (idx, digest, value, usage) VALUES (?, ?, ?, ?)",
+            (index, digest, blob, _usage_json(usage)),
+        )
+        self._pending += 1
+        if self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_seconds:
+            self.commit()
+
+    def commit(self) -> None:
+        """Make everything recorded so far durable."""
+        db = self._conn()
+        db.execute("COMMIT")
+        db.execute("BEGIN")
+        self._pending = 0
+        self._last_commit = time.monotonic()
+
+    def close(self) -> None:
+        """Commit and close (safe to call twice)."""
+        if self._db is None:
+            return
+        db, self._db = self._db, None
+        try:
+            db.execute("COMMIT")
+        finally:
+            db.close()

@@ -1,0 +1,98 @@
+"""The one progress bar of the project (``run_many``, batch jobs, the evaluation CLI, the document pipeline).
+
+It is ``tqdm`` writing to stderr. On a terminal that is the usual redrawn bar; elsewhere (CI logs,
+a file, a pipe) every redraw becomes one plain line, at most one per ``interval`` seconds plus the
+last one, so a log holds a readable history instead of carriage returns.
+
+    with progress_bar(total=len(items), desc="extract", unit="item") as bar:
+        for item in items:
+            ...
+            bar.update(1)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+__all__ = ["LineStream", "NullBar", "progress_bar"]
+
+
+class LineStream:
+    """A file-like wrapper that turns a bar's carriage-return redraws into whole lines."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        for part in text.replace("\n", "\r").split("\r"):
+            line = part.strip()
+            if line:
+                self.stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+class NullBar:
+    """What ``progress_bar(enabled=False)`` returns: the same methods, no output."""
+
+    n = 0
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> NullBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def progress_bar(
+    *,
+    total: int | None,
+    desc: str,
+    unit: str = "it",
+    enabled: bool | None = True,
+    stream: TextIO | None = None,
+    interval: float = 1.0,
+    initial: int = 0,
+) -> Any:
+    """A ``tqdm`` bar on ``stream`` (default ``sys.stderr``), or a silent stand-in when disabled.
+
+    ``enabled=None`` draws only on a terminal (and stays silent elsewhere); ``True`` always reports
+    (lines when not a terminal); ``False`` never. ``interval`` is the least time between two lines
+    when the stream is not a terminal. ``initial`` counts work already done (a resumed run).
+    """
+    out = stream if stream is not None else sys.stderr
+    tty = bool(getattr(out, "isatty", lambda: False)())
+    if enabled is False or (enabled is None and not tty):
+        bar = NullBar()
+        bar.n = initial
+        return bar
+    from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
+
+    if tty:
+        return tqdm(total=total, desc=desc, unit=unit, file=out, initial=initial, dynamic_ncols=True)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=LineStream(out),
+        initial=initial,
+        ncols=80,
+        ascii=True,
+        mininterval=interval,
+        maxinterval=max(interval, 10.0),
+    )

@@ -1,0 +1,304 @@
+"""run_many / iter_many / arun_many: order, failures, bounded concurrency, usage, checkpoint, progress."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import io
+import sqlite3
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatclient import ChatClient
+from chatclient.batch import ItemResult, RunResults, arun_many, iter_many, run_many
+from chatclient.batch.checkpoint import Checkpoint, function_fingerprint
+from chatclient.errors import BatchError
+from chatclient.models.base import Usage
+from chatclient.progress import LineStream, progress_bar
+from chatclient.resilience.prices import ModelPrice, PriceTable
+from chatclient.testing import FunctionChatModel
+
+
+def double(x: int) -> int:
+    if x == 3:
+        raise RuntimeError("three is bad")
+    return 2 * x
+
+
+def triple(x: int) -> int:
+    return 3 * x
+
+
+def test_results_in_input_order_and_failures_kept() -> None:
+    results = run_many(double, range(10), concurrency=4, progress=False)
+    assert isinstance(results, RunResults)
+    assert [r.index for r in results] == list(range(10))
+    assert [r.value for r in results if r.ok] == [2 * x for x in range(10) if x != 3]
+    (bad,) = results.failed
+    assert bad.index == 3 and isinstance(bad.error, RuntimeError) and bad.value is None
+    with pytest.raises(RuntimeError, match="three"):
+        bad.unwrap()
+    assert results[4].unwrap() == 8
+
+
+def test_out_of_order_completion_still_yields_in_order() -> None:
+    def slow_first(x: int) -> int:
+        time.sleep(0.2 if x == 0 else 0.001)
+        return x
+
+    assert [r.value for r in run_many(slow_first, range(20), concurrency=8, progress=False)] == list(range(20))
+
+
+def test_concurrency_is_bounded() -> None:
+    lock = threading.Lock()
+    state = {"now": 0, "peak": 0}
+
+    def work(x: int) -> int:
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.01)
+        with lock:
+            state["now"] -= 1
+        return x
+
+    run_many(work, range(40), concurrency=3, progress=False)
+    assert state["peak"] == 3
+
+
+async def test_async_fn_bounded_and_ordered() -> None:
+    state = {"now": 0, "peak": 0}
+
+    async def work(x: int) -> int:
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.005 * (x % 3))
+        state["now"] -= 1
+        if x == 5:
+            raise ValueError("five")
+        return x * x
+
+    results = await arun_many(work, range(30), concurrency=4, progress=False)
+    assert state["peak"] == 4
+    assert [r.value for r in results] == [x * x if x != 5 else None for x in range(30)]
+    assert isinstance(results[5].error, ValueError)
+
+
+def test_async_fn_from_sync_code_and_refused_inside_a_loop() -> None:
+    async def work(x: int) -> int:
+        return x + 1
+
+    assert [r.value for r in run_many(work, [1, 2, 3], progress=False)] == [2, 3, 4]
+
+    async def inside() -> None:
+        with pytest.raises(TypeError, match="arun_many"):
+            run_many(work, [1], progress=False)
+
+    asyncio.run(inside())
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(TypeError, match="callable"):
+        run_many(42, [1])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="concurrency"):
+        run_many(double, [1], concurrency=0)
+
+
+def _client() -> ChatClient:
+    model = FunctionChatModel(lambda p: f"echo {p.user_message.text}")
+    return ChatClient.builder(model).build()
+
+
+def test_usage_and_cost_are_counted_per_item_and_summed() -> None:
+    client = _client()
+
+    def ask(text: str) -> str | None:
+        a = client.prompt(text).call().content()
+        b = client.prompt(text + "!").call().content()
+        return f"{a}/{b}"
+
+    prices = PriceTable({"function": ModelPrice(input=1.0, output=2.0)})
+    results = run_many(ask, ["a", "bb"], concurrency=2, progress=False, prices=prices)
+    assert results[0].value == "echo a/echo a!"
+    per_item = [r.usage for r in results]
+    assert all(u is not None and u.total_tokens > 0 for u in per_item)
+    # two calls each: the item's usage is the sum of its own calls, nothing from the other item
+    single = client.prompt("a").call().chat_response()
+    assert single is not None
+    assert per_item[0] is not None and per_item[0].prompt_tokens >= 2 * single.metadata.usage.prompt_tokens
+    assert results.usage == per_item[0] + per_item[1]  # type: ignore[operator]
+    assert results[0].cost is not None and results[0].cost > 0
+    assert results.cost == pytest.approx(sum(r.cost for r in results if r.cost is not None))
+
+
+def test_item_without_model_calls_has_no_usage() -> None:
+    (r,) = run_many(triple, [1], progress=False)
+    assert r.usage is None and r.cost is None
+
+
+# -- checkpoint ---------------------------------------------------------------------------------
+
+
+def test_checkpoint_skips_finished_items_and_reruns_failures(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    calls: list[int] = []
+    fail = {7}
+
+    def work(x: int) -> int:
+        calls.append(x)
+        if x in fail:
+            raise RuntimeError("flaky")
+        return x * 10
+
+    first = run_many(work, range(10), concurrency=2, progress=False, checkpoint=path)
+    assert [r.index for r in first.failed] == [7]
+    calls.clear()
+    fail.clear()
+    second = run_many(work, range(10), concurrency=2, progress=False, checkpoint=path)
+    assert calls == [7]  # only the failed item ran again
+    assert [r.value for r in second] == [x * 10 for x in range(10)]
+    assert second.failed == []
+
+
+def test_checkpoint_keeps_usage_of_finished_items(tmp_path: Path) -> None:
+    client = _client()
+
+    def ask(text: str) -> str | None:
+        return client.prompt(text).call().content()
+
+    path = tmp_path / "u.sqlite"
+    first = run_many(ask, ["x", "y"], progress=False, checkpoint=path)
+    again = run_many(ask, ["x", "y"], progress=False, checkpoint=path)
+    assert [r.value for r in again] == [r.value for r in first]
+    assert again.usage == first.usage and again.usage.total_tokens > 0
+
+
+def test_interrupted_run_resumes(tmp_path: Path) -> None:
+    path = tmp_path / "ctrl_c.sqlite"
+    seen: list[int] = []
+
+    def work(x: int) -> int:
+        seen.append(x)
+        return x
+
+    gen = iter_many(work, range(100), concurrency=1, progress=False, checkpoint=path)
+    got = [next(gen).value for _ in range(30)]
+    gen.close()  # what Ctrl-C in the consumer does: finally commits the checkpoint
+    assert got == list(range(30))
+    seen.clear()
+    rest = run_many(work, range(100), concurrency=1, progress=False, checkpoint=path)
+    assert [r.value for r in rest] == list(range(100))
+    assert min(seen) >= 30  # nothing already yielded ran again
+
+
+def test_checkpoint_from_another_function_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "f.sqlite"
+    run_many(double, [1, 2], progress=False, checkpoint=path)
+    with pytest.raises(BatchError, match="another function"):
+        run_many(triple, [1, 2], progress=False, checkpoint=path)
+
+
+def test_checkpoint_from_another_item_list_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "i.sqlite"
+    run_many(triple, ["a", "b", "c"], progress=False, checkpoint=path)
+    with pytest.raises(BatchError, match="index 1"):
+        run_many(triple, ["a", "X", "c"], progress=False, checkpoint=path)
+    with pytest.raises(BatchError, match="another item list"):
+        run_many(triple, ["a"], progress=False, checkpoint=path)
+
+
+def test_checkpoint_bad_file_and_bad_values(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(BatchError, match="cannot use"):
+        run_many(triple, [1], progress=False, checkpoint=junk)
+    with pytest.raises(ValueError, match="does not exist"):
+        run_many(triple, [1], progress=False, checkpoint=tmp_path / "nowhere" / "x.sqlite")
+    with pytest.raises(TypeError, match="file path"):
+        Checkpoint(sqlite3.connect(":memory:"))  # type: ignore[arg-type]
+
+    def unpicklable(x: int) -> Any:
+        return threading.Lock()
+
+    with pytest.raises(BatchError, match="cannot be pickled"):
+        run_many(unpicklable, [1], progress=False, checkpoint=tmp_path / "p.sqlite")
+
+
+async def test_async_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite"
+    calls: list[int] = []
+
+    async def work(x: int) -> int:
+        calls.append(x)
+        return x + 100
+
+    await arun_many(work, range(5), progress=False, checkpoint=path)
+    calls.clear()
+    again = await arun_many(work, range(6), progress=False, checkpoint=path)
+    assert calls == [5]
+    assert [r.value for r in again] == [x + 100 for x in range(6)]
+
+
+def test_fingerprint_tells_functions_apart() -> None:
+    import functools
+
+    assert function_fingerprint(double) == function_fingerprint(double)
+    assert function_fingerprint(double) != function_fingerprint(triple)
+    assert function_fingerprint(functools.partial(pow, 2)) != function_fingerprint(functools.partial(pow, 3))
+
+
+def test_memory_stays_flat_on_a_long_iterator(tmp_path: Path) -> None:
+    def peak(n: int) -> int:
+        gc.collect()
+        tracemalloc.start()
+        for _ in iter_many(triple, iter(range(n)), concurrency=8, progress=False, checkpoint=tmp_path / f"m{n}.sqlite"):
+            pass
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    small, large = peak(2_000), peak(20_000)
+    # ten times the items, about the same memory: results go to the checkpoint, not a list
+    assert large < small * 1.5 + 200_000, (small, large)
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+class _Pipe(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def test_progress_on_stderr_one_line_per_step_when_not_a_tty(capsys: pytest.CaptureFixture[str]) -> None:
+    run_many(triple, list(range(50)), progress=True)
+    err = capsys.readouterr().err
+    lines = err.strip().split("\n")
+    assert "\r" not in err
+    assert lines[-1].startswith("run_many: 100%") and "50/50" in lines[-1]
+
+
+def test_progress_helper_lines_and_silence() -> None:
+    out = _Pipe()
+    with progress_bar(total=3, desc="docs", unit="doc", stream=out, interval=0) as bar:
+        for _ in range(3):
+            bar.update(1)
+    lines = out.getvalue().strip().split("\n")
+    assert len(lines) >= 2 and lines[-1].startswith("docs: 100%") and "3/3" in lines[-1]
+    quiet = _Pipe()
+    with progress_bar(total=3, desc="docs", stream=quiet, enabled=None) as bar:
+        bar.update(3)
+    assert quiet.getvalue() == ""
+    raw = _Pipe()
+    LineStream(raw).write("\rone\r\rtwo\n")
+    assert raw.getvalue() == "one\ntwo\n"
+
+
+def test_item_result_fields() -> None:
+    r: ItemResult[int] = ItemResult(0, 5, None, Usage(1, 2))
+    assert r.ok and r.unwrap() == 5 and r.usage == Usage(1, 2)
