@@ -25,6 +25,7 @@ _WHERE = {
     "ToolApprovalAdvisor": "advisors.approval",
     "ApprovalDecision": "advisors.approval",
     "PendingToolCalls": "advisors.approval",
+    "call_digest": "advisors.approval",
     "ToolSearchAdvisor": "advisors.tool_search",
     "InputGuardrailAdvisor": "advisors.guardrails",
     "OutputGuardrailAdvisor": "advisors.guardrails",

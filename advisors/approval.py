@@ -12,6 +12,7 @@ from chatclient.tools.approval import (
     ApprovalDecision,
     PendingToolCalls,
     ToolApprovalAdvisor,
+    call_digest,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "ApprovalDecision",
     "PendingToolCalls",
     "ToolApprovalAdvisor",
+    "call_digest",
 ]

@@ -14,11 +14,22 @@ Decisions are recorded in the tool exchange: each decided call carries
 ``metadata["approval"]`` (``{"decision": "approve" | "deny" | "edit", ...}``; an edit keeps the
 ``original_arguments``), a denied call is answered ``"Denied: <message>"`` without running, and an
 edited call runs with the edited arguments.
+
+Stored state is input, not trust: a resume runs only the calls that were pending and are decided
+now, with the name and arguments that were shown. A decision may be bound to the call a person saw
+(``ApprovalDecision.approve(call=call)``, or ``call=call_digest(call)`` when only the digest
+travels, e.g. in a web form); a bound decision applied to another name or other arguments, a
+decision for a call that is not pending, a call pre-marked as decided, a repeated call id, or an
+unmarked call whose tool needs approval is refused with ``ToolApprovalError`` before anything runs.
+With ``ToolApprovalAdvisor(signing_key=...)`` the paused state also carries an HMAC-SHA256 over the
+whole conversation, checked on resume by an advisor with the same key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import inspect
 import json
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
@@ -34,6 +45,7 @@ from chatclient.advisor import (
     CallAdvisor,
     StreamAdvisor,
 )
+from chatclient.errors import ToolApprovalError
 from chatclient.messages import AssistantMessage, Message, ToolCall, ToolResponseMessage
 from chatclient.models.base import (
     ChatResponse,
@@ -49,6 +61,7 @@ __all__ = [
     "PENDING_TOOL_CALLS",
     "RESUME_TOOL_CALLS",
     "ApprovalDecision",
+    "call_digest",
     "PendingToolCalls",
     "ToolApprovalAdvisor",
 ]
@@ -59,10 +72,44 @@ PENDING_TOOL_CALLS = "chatclient.tool.pending"
 RESUME_TOOL_CALLS = "chatclient.tool.resume"
 """Request-context key set by ``spec.resume``: the decided assistant tool-call message to run first."""
 
+RESUME_PENDING = "chatclient.tool.resume.pending"
+"""Request-context key set by ``spec.resume``: the ``PendingToolCalls`` being resumed (for the signature check)."""
+
 APPROVAL_REQUIRED = "approval_required"
 """Finish reason of the paused answer."""
 
+SIGNATURE_KEY = "approval_signature"
+"""Metadata key of the paused tool-call message that holds the HMAC of a signed ``PendingToolCalls``."""
+
 _MAX_MESSAGE = 2000
+
+
+def call_digest(call: ToolCall) -> str:
+    """SHA-256 (hex) of a tool call's id, name and arguments: what a person saw when deciding.
+
+    >>> call_digest(ToolCall("c1", "pay", '{"to": "bob"}')) == call_digest(ToolCall("c1", "pay", '{"to": "eve"}'))
+    False
+    """
+    payload = json.dumps([call.id, call.name, call.arguments], ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
+
+
+def _as_key(key: bytes | str) -> bytes:
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, bytes) or len(key) < 16:
+        raise ValueError("signing_key needs at least 16 bytes (e.g. secrets.token_bytes(32)), kept by the application")
+    return key
+
+
+def _bound_digest(call: ToolCall | str | None) -> str | None:
+    if call is None:
+        return None
+    if isinstance(call, ToolCall):
+        return call_digest(call)
+    if isinstance(call, str) and len(call) == 64 and all(ch in "0123456789abcdef" for ch in call):
+        return call
+    raise ValueError("call= takes the ToolCall that was shown or its call_digest() (64 lowercase hex characters)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,22 +119,27 @@ class ApprovalDecision:
     decision: Literal["approve", "deny", "edit"]
     message: str | None = None
     arguments: str | None = None
+    call_digest: str | None = None
+    """``call_digest()`` of the call this decision was made on; ``None`` = unbound (applies to the id's call)."""
 
     @classmethod
-    def approve(cls) -> ApprovalDecision:
-        """Run the call as the model asked."""
-        return cls("approve")
+    def approve(cls, *, call: ToolCall | str | None = None) -> ApprovalDecision:
+        """Run the call as the model asked; ``call=`` binds the decision to the call that was shown."""
+        return cls("approve", call_digest=_bound_digest(call))
 
     @classmethod
-    def deny(cls, message: str = "a person denied this tool call") -> ApprovalDecision:
+    def deny(
+        cls, message: str = "a person denied this tool call", *, call: ToolCall | str | None = None
+    ) -> ApprovalDecision:
         """Do not run the call; the model gets ``message`` as the tool's (error) answer."""
         if not isinstance(message, str) or not message.strip():
             raise ValueError("deny() needs a message for the model, e.g. deny('not on weekends')")
-        return cls("deny", message=message[:_MAX_MESSAGE])
+        return cls("deny", message=message[:_MAX_MESSAGE], call_digest=_bound_digest(call))
 
     @classmethod
-    def edit(cls, arguments: Mapping[str, Any] | str) -> ApprovalDecision:
-        """Run the call with these arguments instead (a mapping, or JSON text of an object)."""
+    def edit(cls, arguments: Mapping[str, Any] | str, *, call: ToolCall | str | None = None) -> ApprovalDecision:
+        """Run the call with these arguments instead (a mapping, or JSON text of an object);
+        ``call=`` binds the decision to the call that was shown."""
         text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
         try:
             parsed = json.loads(text)
@@ -95,7 +147,7 @@ class ApprovalDecision:
             raise ValueError(f"edit() needs a JSON object of arguments: {exc}") from None
         if not isinstance(parsed, dict):
             raise ValueError("edit() needs a JSON object of arguments, e.g. edit({'city': 'Oslo'})")
-        return cls("edit", arguments=text)
+        return cls("edit", arguments=text, call_digest=_bound_digest(call))
 
     def apply(self, call: ToolCall) -> ToolCall:
         """``call`` with this decision recorded (and the arguments replaced for an edit)."""
@@ -142,26 +194,86 @@ class PendingToolCalls:
         """The calls waiting for a decision."""
         return tuple(c for c in self.assistant_message.tool_calls if _decision_of(c) == "pending")
 
-    def resolve(self, decisions: Mapping[str, ApprovalDecision] | Sequence[ApprovalDecision]) -> AssistantMessage:
-        """The tool-call message with ``decisions`` applied; every pending call needs one."""
+    def resolve(
+        self,
+        decisions: Mapping[str, ApprovalDecision] | Sequence[ApprovalDecision],
+        *,
+        signing_key: bytes | str | None = None,
+    ) -> AssistantMessage:
+        """The tool-call message with ``decisions`` applied; every pending call needs exactly one.
+
+        Refuses with ``ToolApprovalError`` (nothing runs): a repeated call id, a call stored as
+        already decided, a decision for an id that is not pending, a missing decision, a bound
+        decision whose call digest differs from the stored call, and (with ``signing_key``) a
+        missing or wrong signature.
+        """
+        if signing_key is not None:
+            self.verify(signing_key)
+        all_calls = self.assistant_message.tool_calls
+        ids = [c.id for c in all_calls]
+        if len(set(ids)) != len(ids):
+            raise ToolApprovalError("the paused tool-call message repeats a call id; the stored state was altered")
+        for c in all_calls:
+            state = _decision_of(c)
+            if state is not None and state != "pending":
+                raise ToolApprovalError(
+                    f"call {c.id!r} ({c.name}) is stored as already decided ({state!r}); a paused request holds "
+                    "only pending calls, so the stored state was altered"
+                )
         pending = self.calls
         if isinstance(decisions, Mapping):
             by_id = dict(decisions)
         else:
             if len(decisions) != len(pending):
-                raise ValueError(f"{len(pending)} call(s) wait for a decision, got {len(decisions)} decision(s)")
+                raise ToolApprovalError(f"{len(pending)} call(s) wait for a decision, got {len(decisions)} decision(s)")
             by_id = {c.id: d for c, d in zip(pending, decisions, strict=True)}
-        missing = [c.name for c in pending if c.id not in by_id]
-        if missing:
-            raise ValueError(f"no decision for the pending call(s) of {', '.join(missing)}")
         for d in by_id.values():
             if not isinstance(d, ApprovalDecision):
                 raise TypeError(f"decisions must be ApprovalDecision objects, got {type(d).__name__}")
-        calls = tuple(
-            by_id[c.id].apply(c) if c.id in by_id and _decision_of(c) == "pending" else c
-            for c in self.assistant_message.tool_calls
-        )
+        pending_ids = {c.id for c in pending}
+        unknown = [str(k) for k in by_id if k not in pending_ids]
+        if unknown:
+            raise ToolApprovalError(
+                f"decision(s) for {', '.join(map(repr, unknown))}, which wait for no decision; "
+                f"pending: {', '.join(map(repr, sorted(pending_ids))) or 'none'}"
+            )
+        missing = [c.name for c in pending if c.id not in by_id]
+        if missing:
+            raise ToolApprovalError(f"no decision for the pending call(s) of {', '.join(missing)}")
+        for c in pending:
+            bound = by_id[c.id].call_digest
+            if bound is not None and not hmac.compare_digest(bound, call_digest(c)):
+                raise ToolApprovalError(
+                    f"the decision for call {c.id!r} was made on another name or other arguments than the "
+                    f"stored call ({c.name}); show the stored call and decide again"
+                )
+        calls = tuple(by_id[c.id].apply(c) if c.id in by_id else c for c in all_calls)
         return replace(self.assistant_message, tool_calls=calls)
+
+    # -- signing ----------------------------------------------------------------------------------
+
+    def _mac(self, key: bytes | str) -> str:
+        from chatclient.memory.serialization import message_to_dict
+
+        last = self.assistant_message
+        unsigned = replace(last, metadata={k: v for k, v in last.metadata.items() if k != SIGNATURE_KEY})
+        body = [message_to_dict(m) for m in (*self.messages[:-1], unsigned)]
+        canonical = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+        return hmac.new(_as_key(key), canonical.encode("ascii"), hashlib.sha256).hexdigest()
+
+    def sign(self, key: bytes | str) -> PendingToolCalls:
+        """A copy carrying an HMAC-SHA256 of the whole paused conversation under ``key``."""
+        last = self.assistant_message
+        signed = replace(last, metadata={**last.metadata, SIGNATURE_KEY: self._mac(key)})
+        return PendingToolCalls((*self.messages[:-1], signed))
+
+    def verify(self, key: bytes | str) -> None:
+        """``ToolApprovalError`` unless this state carries a valid signature under ``key``."""
+        stored = self.assistant_message.metadata.get(SIGNATURE_KEY)
+        if not isinstance(stored, str):
+            raise ToolApprovalError("the paused state carries no signature, but a signing key is set: refusing it")
+        if not hmac.compare_digest(stored, self._mac(key)):
+            raise ToolApprovalError("the paused state's signature does not match: it was altered or signed with another key")
 
     # -- persistence ----------------------------------------------------------------------------
 
@@ -201,6 +313,10 @@ class ToolApprovalAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStr
     names, or ``fn(call) -> bool``. ``callback(call) -> ApprovalDecision`` (may be async) decides
     at once; without it the request ends with a ``PendingToolCalls`` in the response context under
     ``PENDING_TOOL_CALLS`` (read it with ``ToolApprovalAdvisor.pending(response)``).
+
+    ``signing_key`` (bytes or text, at least 16 bytes, kept by the application): paused state is
+    signed with HMAC-SHA256, and a resume through this advisor refuses state that is unsigned or
+    whose signature fails (``ToolApprovalError``). Put the same advisor on the resuming client.
     """
 
     def __init__(
@@ -209,12 +325,18 @@ class ToolApprovalAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStr
         callback: ApprovalCallback | None = None,
         *,
         order: int = TOOL_CALL_ORDER + 1,
+        signing_key: bytes | str | None = None,
     ) -> None:
         if policy is not None and not callable(policy) and isinstance(policy, (str, bytes)):
             raise TypeError("policy must be a collection of tool names or a function, not a single string")
         self.policy = policy
         self.callback = callback
         self.order = order
+        self.signing_key = _as_key(signing_key) if signing_key is not None else None
+
+    def __repr__(self) -> str:
+        signed = ", signed" if self.signing_key is not None else ""
+        return f"ToolApprovalAdvisor(policy={self.policy!r}, order={self.order}{signed})"
 
     @staticmethod
     def pending(response: ChatClientResponse) -> PendingToolCalls | None:
@@ -246,6 +368,17 @@ class ToolApprovalAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStr
         for m in request.prompt.messages:
             if isinstance(m, ToolResponseMessage) and any(r.id in ids for r in m.responses):
                 return None  # those calls have run: this is a later turn
+        if self.signing_key is not None:
+            stored = request.context.get(RESUME_PENDING)
+            if not isinstance(stored, PendingToolCalls):
+                raise ToolApprovalError("a signed resume needs the PendingToolCalls from spec.resume(...)")
+            stored.verify(self.signing_key)
+        for call in message.tool_calls:
+            if _decision_of(call) is None and self._needs(call, request):
+                raise ToolApprovalError(
+                    f"call {call.id!r} ({call.name}) needs approval but was not pending in the stored state; "
+                    "nothing ran"
+                )
         response = ChatResponse((Generation(message, GenerationMetadata("tool_calls")),), ChatResponseMetadata())
         return ChatClientResponse(response, request.context)
 
@@ -268,6 +401,8 @@ class ToolApprovalAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStr
             for c in message.tool_calls
         )
         pending = PendingToolCalls((*request.prompt.messages, replace(message, tool_calls=marked)))
+        if self.signing_key is not None:
+            pending = pending.sign(self.signing_key)
         cr = response.chat_response
         md = cr.metadata if cr is not None else ChatResponseMetadata()
         names = ", ".join(sorted({c.name for c in message.tool_calls if c.id in needs}))
