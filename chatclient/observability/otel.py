@@ -15,6 +15,8 @@ What is recorded:
 * below it, one span per advisor invocation, ``advisor {name}`` (name and order as attributes), the
   terminal ``ChatModelAdvisor`` included, so the span tree is the advisor stack; recursive
   advisors (tool loop, validation retries) show one child per pass;
+* one span per agent invocation (``chatclient.agents``), ``invoke_agent {name}`` (``gen_ai.agent.name``),
+  with the agent's chat spans and its sub-agents' spans below it;
 * one span per tool execution, ``execute_tool {name}`` (``gen_ai.tool.name``, ``gen_ai.tool.call.id``);
 * one span per HTTP attempt (``POST``, with ``chatclient.http.attempt`` and
   ``http.request.resend_count``), so retries are visible;
@@ -403,6 +405,14 @@ class OpenTelemetryObserver:
         kind = "model_advisor" if type(advisor).__name__ == "ChatModelAdvisor" else "advisor"
         make_current = mode in ("call", "acall")
         return self._start(kind, mode, f"advisor {name}", SpanKind.INTERNAL, attrs, make_current=make_current)
+
+    def start_agent(self, name: str, description: str = "") -> _SpanObservation:
+        """One agent invocation (``chatclient.agents``): ``invoke_agent {name}``; the chat spans of the
+        agent's model calls and the spans of its sub-agents nest below it."""
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+        if description:
+            attrs["gen_ai.agent.description"] = description
+        return self._start("agent", None, f"invoke_agent {name}", SpanKind.INTERNAL, attrs, make_current=True)
 
     def start_tool(self, name: str, call_id: str, arguments: str) -> _SpanObservation:
         """One tool execution: ``execute_tool {name}``."""

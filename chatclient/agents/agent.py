@@ -1,0 +1,521 @@
+"""Leaf agents: a model behind a ChatClient (``agent``), a plain function (``agent_function``) and a
+one-method AI service (``service_agent``).
+
+A model agent's call is an ordinary ``ChatClient`` request: the client's advisors, events, spans,
+budgets, guardrails and fallbacks apply. Its ``system`` and ``user`` templates are jinja over the
+scope's state; a variable missing from the scope raises ``AgentInputError`` before any model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
+
+from chatclient.agents.base import Agent, RunCancelled, Step, check_key, check_name
+from chatclient.agents.scope import AgenticScope, auto_register
+from chatclient.errors import AgentInputError
+from chatclient.events import Finished, ReasoningDelta, TextDelta, UsageUpdate
+
+if TYPE_CHECKING:
+    from chatclient.client import ChatClient, ChatClientRequestSpec
+    from chatclient.events import StreamEvent
+
+DEFAULT_USER = "{{ request }}"
+"""The user template of an agent built without ``user=``: the scope's ``request``."""
+
+# Events of an agent's model call that a workflow stream passes on from agents not in last position.
+_TEXT_KINDS = (TextDelta, ReasoningDelta, UsageUpdate, Finished)
+
+
+def _renderer() -> Any:
+    from chatclient.templates import default_renderer
+
+    return default_renderer()
+
+
+class LlmAgent(Agent):
+    """An agent answered by a model through a ``ChatClient`` (built by ``agent(...)``)."""
+
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        name: str,
+        description: str = "",
+        system: str | None = None,
+        user: str | None = None,
+        output_key: str | None = None,
+        output_type: Any = str,
+        tools: Sequence[Any] = (),
+        advisors: Sequence[Any] = (),
+        optional: bool = False,
+        max_validation_attempts: int = 3,
+    ) -> None:
+        from chatclient.client import ChatClient
+
+        if not isinstance(client, ChatClient):
+            hint = "; wrap the model: ChatClient.create(model)" if callable(getattr(client, "call", None)) else ""
+            raise TypeError(f"agent() needs a ChatClient, got {type(client).__name__}{hint}")
+        self.client = client
+        self.name = check_name(name)
+        self.description = description or ""
+        self.output_key = check_key(output_key)
+        self.output_type = output_type if output_type is not None else str
+        self.system = system
+        self.user = user if user is not None else DEFAULT_USER
+        for text, what in ((self.system, "system"), (self.user, "user")):
+            if text is not None and (not isinstance(text, str) or not text.strip()):
+                raise ValueError(f"agent {name!r}: {what} must be a non-empty template string")
+        if isinstance(tools, (str, bytes)) or isinstance(advisors, (str, bytes)):
+            raise TypeError("tools and advisors take sequences")
+        self.tools = tuple(tools)
+        self.advisors = tuple(advisors)
+        self.optional = bool(optional)
+        self.max_validation_attempts = max_validation_attempts
+        renderer = _renderer()
+        names: dict[str, None] = {}
+        for text in (self.system, self.user):
+            if text is not None:
+                for var in sorted(renderer.variables(text)):  # TemplateError for a malformed template
+                    names.setdefault(var, None)
+        self._inputs = tuple(names)
+        auto_register(self.output_type)
+
+    def input_names(self) -> tuple[str, ...]:
+        return self._inputs
+
+    def _missing(self, scope: AgenticScope) -> list[str]:
+        return [k for k in self._inputs if not scope.has(k)]
+
+    def _spec(self, step: Step) -> ChatClientRequestSpec:
+        renderer = _renderer()
+        variables = dict(step.scope.state)
+        spec = self.client.prompt()
+        if self.system is not None:
+            spec.system(renderer.render(self.system, variables))
+        spec.user(renderer.render(self.user, variables))
+        if self.tools:
+            spec.tools(*self.tools)
+        advisors = list(self.advisors)
+        if self.output_type is not str:
+            from advisors.validation import StructuredOutputValidationAdvisor
+
+            advisors.append(StructuredOutputValidationAdvisor(self.output_type, self.max_validation_attempts))
+        if advisors:
+            spec.advisors(*advisors)
+        run = step.run
+        if run.deadline is not None:
+            spec.max_duration(max(run.deadline.remaining(), 1e-3))
+        if run.emit is not None and not (step.tail and self.output_type is str):
+            emit = run.emit
+
+            def forward(event: StreamEvent) -> None:
+                if not isinstance(event, _TEXT_KINDS):
+                    emit(event)
+
+            spec.on_event(forward)
+        return spec
+
+    def _usage(self, step: Step, response: Any) -> None:
+        usage = getattr(getattr(response, "metadata", None), "usage", None)
+        if usage is not None:
+            step.node.usage = usage
+
+    def _invoke(self, step: Step) -> Any:
+        spec = self._spec(step)
+        if self.output_type is not str:
+            answer = spec.call().response_entity(self.output_type)
+            self._usage(step, answer.response)
+            return answer.entity
+        if step.run.emit is not None and step.tail:
+            return self._stream(step, spec)
+        cr = spec.call().chat_response()
+        self._usage(step, cr)
+        return _text(cr)
+
+    def _stream(self, step: Step, spec: ChatClientRequestSpec) -> Any:
+        emit = step.run.emit
+        assert emit is not None
+        events = spec.stream().events()
+        try:
+            for event in events:
+                if step.run.cancel.is_set():
+                    raise RunCancelled()
+                if isinstance(event, Finished):
+                    self._usage(step, event.response)
+                    return _text(event.response)
+                emit(event)
+        finally:
+            events.close()  # type: ignore[attr-defined]
+        return None
+
+    async def _ainvoke(self, step: Step) -> Any:
+        spec = self._spec(step)
+        if self.output_type is not str:
+            answer = await spec.acall().response_entity(self.output_type)
+            self._usage(step, answer.response)
+            return answer.entity
+        if step.run.emit is not None and step.tail:
+            emit = step.run.emit
+            events = spec.astream().events()
+            try:
+                async for event in events:
+                    if isinstance(event, Finished):
+                        self._usage(step, event.response)
+                        return _text(event.response)
+                    emit(event)
+            finally:
+                await events.aclose()  # type: ignore[attr-defined]
+            return None
+        cr = await spec.acall().chat_response()
+        self._usage(step, cr)
+        return _text(cr)
+
+
+def _text(response: Any) -> str | None:
+    result = getattr(response, "result", None)
+    return None if result is None else result.output.text
+
+
+def agent(
+    client: ChatClient,
+    *,
+    name: str,
+    description: str = "",
+    system: str | None = None,
+    user: str | None = None,
+    output_key: str | None = None,
+    output_type: Any = str,
+    tools: Sequence[Any] = (),
+    advisors: Sequence[Any] = (),
+    optional: bool = False,
+    max_validation_attempts: int = 3,
+) -> LlmAgent:
+    """An agent answered by ``client``'s model (LangChain4j: ``AgenticServices.agentBuilder``).
+
+    ``system`` / ``user`` are jinja templates over the scope's state (without ``user``, the scope's
+    ``request`` is the user message); their variables are the agent's inputs, and a missing one
+    raises ``AgentInputError`` before any model call (``optional=True`` skips the agent instead).
+    ``output_type`` other than ``str`` goes through ``entity()`` with a
+    ``StructuredOutputValidationAdvisor`` (``max_validation_attempts`` re-asks). The answer is written
+    to ``scope[output_key]``. ``tools`` and ``advisors`` are added to this agent's requests only.
+
+    >>> from chatclient import ChatClient
+    >>> from chatclient.testing import ScriptedChatModel
+    >>> writer = agent(ChatClient.create(ScriptedChatModel(["A story about otters."])), name="writer",
+    ...                user="Write a story about {{ topic }}.", output_key="story")
+    >>> writer.run(topic="otters").scope.read("story")
+    'A story about otters.'
+    """
+    return LlmAgent(
+        client,
+        name=name,
+        description=description,
+        system=system,
+        user=user,
+        output_key=output_key,
+        output_type=output_type,
+        tools=tools,
+        advisors=advisors,
+        optional=optional,
+        max_validation_attempts=max_validation_attempts,
+    )
+
+
+# -- function agents --------------------------------------------------------------------------
+
+
+def _load(module: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class FunctionAgent(Agent):
+    """A plain (non-AI) function as an agent (built by ``@agent_function``).
+
+    Its parameters are read from the scope by name and converted to their annotated types (pydantic
+    validation); a parameter annotated ``AgenticScope`` receives the scope itself. Parameters with
+    defaults are optional inputs. ``async def`` functions are awaited in async runs; sync functions
+    run inline (keep them quick or make them ``async``).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        output_key: str | None = None,
+        optional: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"agent_function takes a function, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = check_name(name or getattr(fn, "__name__", None))
+        self.description = description if description is not None else inspect.getdoc(fn) or ""
+        self.output_key = check_key(output_key)
+        self.optional = bool(optional)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._module = getattr(fn, "__module__", None)
+        self._qualname = getattr(fn, "__qualname__", None)
+        self._plan()
+        functools.update_wrapper(self, fn, assigned=("__module__", "__qualname__", "__doc__"), updated=())
+
+    def _plan(self) -> None:
+        from pydantic import TypeAdapter
+
+        signature = inspect.signature(self.fn)
+        try:
+            hints = get_type_hints(self.fn)
+        except Exception:  # unresolvable forward references: no conversion for them
+            hints = {}
+        self._params: list[tuple[str, bool, Any, Any]] = []  # name, required, adapter, default
+        self._scope_params: list[str] = []
+        for p in signature.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TypeError(f"agent_function {self.name!r}: *args/**kwargs cannot be read from the scope")
+            if p.kind is p.POSITIONAL_ONLY:
+                raise TypeError(f"agent_function {self.name!r}: positional-only parameter {p.name!r}")
+            hint = hints.get(p.name, Any)
+            if hint is AgenticScope:
+                self._scope_params.append(p.name)
+                continue
+            auto_register(hint)
+            adapter = TypeAdapter(hint) if hint is not Any else None
+            self._params.append((p.name, p.default is p.empty, adapter, p.default))
+        self._hints = hints
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_params", None)
+        state.pop("_scope_params", None)
+        state.pop("_hints", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._plan()
+
+    def __reduce__(self) -> Any:
+        # A decorated module-level function is replaced by this agent in its module: pickle by name.
+        if self._module and self._qualname and "<" not in self._qualname:
+            try:
+                if _load(self._module, self._qualname) is self:
+                    return (_load, (self._module, self._qualname))
+            except (ImportError, AttributeError):
+                pass
+        return super().__reduce__()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function itself (the decorator keeps it callable)."""
+        return self.fn(*args, **kwargs)
+
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(p[0] for p in self._params)
+
+    def input_types(self) -> dict[str, tuple[Any, bool]]:
+        return {name: (self._hints.get(name), required) for name, required, _, _ in self._params}
+
+    def _missing(self, scope: AgenticScope) -> list[str]:
+        return [name for name, required, _, _ in self._params if required and not scope.has(name)]
+
+    def _arguments(self, scope: AgenticScope) -> dict[str, Any]:
+        from pydantic import ValidationError
+
+        kwargs: dict[str, Any] = {}
+        for name, _required, adapter, default in self._params:
+            if not scope.has(name):
+                kwargs[name] = default
+                continue
+            value = scope.read(name)
+            if adapter is not None:
+                try:
+                    value = adapter.validate_python(value)
+                except ValidationError as exc:
+                    errors = exc.errors()
+                    reason = errors[0]["msg"] if errors else str(exc)
+                    raise AgentInputError(
+                        self.name,
+                        (name,),
+                        f"agent {self.name!r}: the scope value {name!r} does not fit the parameter's type "
+                        f"{getattr(self._hints.get(name), '__name__', self._hints.get(name))}: "
+                        f"{reason}",
+                    ) from None
+            kwargs[name] = value
+        for name in self._scope_params:
+            kwargs[name] = scope
+        return kwargs
+
+    def _invoke(self, step: Step) -> Any:
+        kwargs = self._arguments(step.scope)
+        if self.is_async:
+            from chatclient.models.base import run_sync
+
+            return run_sync(self.fn(**kwargs))
+        return self.fn(**kwargs)
+
+    async def _ainvoke(self, step: Step) -> Any:
+        kwargs = self._arguments(step.scope)
+        if self.is_async:
+            return await self.fn(**kwargs)
+        return self.fn(**kwargs)
+
+
+@overload
+def agent_function(fn: Callable[..., Any], /) -> FunctionAgent: ...
+@overload
+def agent_function(
+    *, output_key: str | None = None, name: str | None = None, description: str | None = None, optional: bool = False
+) -> Callable[[Callable[..., Any]], FunctionAgent]: ...
+
+
+def agent_function(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    output_key: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    optional: bool = False,
+) -> Any:
+    """Make a plain function an agent (LangChain4j: a non-AI agent, ``@Agent`` on a plain method).
+
+    >>> @agent_function(output_key="total")
+    ... def add(a: int, b: int) -> int:
+    ...     return a + b
+    >>> add.run(a="2", b=3).output
+    5
+    """
+
+    def wrap(f: Callable[..., Any]) -> FunctionAgent:
+        return FunctionAgent(f, name=name, description=description, output_key=output_key, optional=optional)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+# -- service agents ---------------------------------------------------------------------------
+
+
+class ServiceAgent(Agent):
+    """A one-method ``ai_service`` interface as an agent (built by ``service_agent``); the method's
+    parameters are read from the scope by name."""
+
+    def __init__(
+        self,
+        interface: type,
+        *,
+        client: ChatClient,
+        output_key: str | None,
+        name: str | None = None,
+        description: str | None = None,
+        optional: bool = False,
+        **service_options: Any,
+    ) -> None:
+        self.interface = interface
+        self.client = client
+        self.service_options = service_options
+        self.output_key = check_key(output_key)
+        self.optional = bool(optional)
+        service = self._service()
+        from chatclient.services.service import SERVICE_ATTR
+
+        plans = getattr(type(service), SERVICE_ATTR, None)
+        methods = [
+            m
+            for m in vars(type(service))
+            if callable(getattr(type(service), m)) and hasattr(getattr(type(service), m), "__chatclient_service_plan__")
+        ]
+        if len(methods) != 1 or plans is None:
+            raise TypeError(
+                f"service_agent needs an interface with exactly one method to implement; {interface.__name__} "
+                f"has {len(methods)}"
+            )
+        self.method = methods[0]
+        plan = getattr(type(service), self.method).__chatclient_service_plan__
+        self._names = tuple(plan.names)
+        self._required = tuple(
+            n for i, n in enumerate(plan.names) if plan.defaults[i] is _missing_marker() and i != plan.memory_index
+        )
+        self.name = check_name(name or self.method)
+        self.description = description if description is not None else (plan.description or "")
+
+    def _service(self) -> Any:
+        service = self.__dict__.get("_built")
+        if service is None:
+            from chatclient.services import ai_service
+
+            service = ai_service(self.interface, client=self.client, **self.service_options)
+            self.__dict__["_built"] = service
+        return service
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_built", None)
+        return state
+
+    def input_names(self) -> tuple[str, ...]:
+        return self._names
+
+    def _missing(self, scope: AgenticScope) -> list[str]:
+        return [n for n in self._required if not scope.has(n)]
+
+    def _kwargs(self, scope: AgenticScope) -> dict[str, Any]:
+        return {n: scope.read(n) for n in self._names if scope.has(n)}
+
+    def _invoke(self, step: Step) -> Any:
+        method = getattr(self._service(), self.method)
+        result = method(**self._kwargs(step.scope))
+        if inspect.isawaitable(result):
+            from chatclient.models.base import run_sync
+
+            return run_sync(result)
+        return result
+
+    async def _ainvoke(self, step: Step) -> Any:
+        method = getattr(self._service(), self.method)
+        kwargs = self._kwargs(step.scope)
+        if inspect.iscoroutinefunction(method):
+            return await method(**kwargs)
+        return await asyncio.to_thread(functools.partial(method, **kwargs))
+
+
+def _missing_marker() -> Any:
+    from chatclient.services.analysis import MISSING
+
+    return MISSING
+
+
+def service_agent(
+    interface: type,
+    *,
+    client: ChatClient,
+    output_key: str | None,
+    name: str | None = None,
+    description: str | None = None,
+    optional: bool = False,
+    **service_options: Any,
+) -> ServiceAgent:
+    """A one-method ``ai_service`` interface as an agent (LangChain4j: ``agentBuilder(Iface.class)``).
+
+    The service is built with ``ai_service(interface, client=client, **service_options)`` (tools,
+    memory, guardrails...); the method's parameters are read from the scope by name, its answer is
+    written to ``scope[output_key]``. The agent is named after the method unless ``name`` is given.
+    """
+    return ServiceAgent(
+        interface,
+        client=client,
+        output_key=output_key,
+        name=name,
+        description=description,
+        optional=optional,
+        **service_options,
+    )
+
+
+__all__ = ["FunctionAgent", "LlmAgent", "ServiceAgent", "agent", "agent_function", "service_agent"]

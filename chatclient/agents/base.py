@@ -1,0 +1,831 @@
+"""``Agent``, the result of a run, agent events, error recovery and the machinery every agent runs on.
+
+Every agent (a model-backed agent, a function agent, a workflow) is an ``Agent``. Running one
+(``run`` / ``arun`` / ``stream`` / ``astream``) creates or restores an ``AgenticScope`` and walks the
+tree of agents. Each step of the walk has a key (its position in the tree: ``"1/0"`` is the first
+agent of the second agent of the root, loop iterations and map items add their own parts), and
+each leaf agent (one that does work itself, not a workflow) writes its result and the values it
+wrote into the scope's journal under that key. A run restored from a store, or resumed after a
+human answered, starts again from the run's inputs and replays the journal: a leaf found there is
+not invoked again, its recorded writes are applied instead, so every workflow decides exactly as
+it did the first time and continues after the last completed agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from chatclient import observation
+from chatclient.agents.scope import AgenticScope, AgentInvocation, InvocationNode
+from chatclient.errors import AgentExecutionError, AgenticScopeError, AgentInputError, DeadlineExceededError
+from chatclient.events import Deadline, StreamEvent
+
+if TYPE_CHECKING:
+    from chatclient.agents.monitor import AgentMonitor
+    from chatclient.agents.stores import ScopeStore
+    from chatclient.models.base import Usage
+
+MAX_DEPTH = 64
+"""Deepest nesting of workflows accepted when a workflow is built."""
+MAX_ATTEMPTS = 100
+"""Most attempts ``Recovery.retry()`` gets for one agent before the error is thrown anyway."""
+
+_RESERVED = frozenset({"scope_store", "scope_id", "monitor", "max_duration"})
+
+
+# -- events -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStarted(StreamEvent):
+    """An agent is about to run; ``inputs`` are the scope values it reads."""
+
+    name: str
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    kind = "agent_started"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFinished(StreamEvent):
+    """An agent ended: its ``output`` (``None`` on error), ``duration`` in seconds, ``error`` if it failed."""
+
+    name: str
+    output: Any = None
+    duration: float = 0.0
+    error: BaseException | None = None
+    kind = "agent_finished"
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suspended:
+    """A run waiting for a human: ``question`` to show them, ``scope`` to resume from
+    (``agent.resume(scope, answer)`` or ``agent.resume(scope.to_json(), answer)`` in another process)."""
+
+    question: str
+    scope: AgenticScope
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """What a run produced: the root agent's ``output``, the ``scope`` it ran on, this run's
+    ``invocations`` (one tree: the root agent's invocation and everything below it), the summed token
+    ``usage`` of every model call, and ``suspended`` when a human-input step is waiting for an answer
+    (``output`` is then ``None``)."""
+
+    output: Any
+    scope: AgenticScope
+    invocations: tuple[AgentInvocation, ...]
+    usage: Usage
+    suspended: Suspended | None = None
+
+
+# -- error recovery ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentErrorContext:
+    """What an ``on_error`` handler sees: the failing agent's name, the scope, the error and the
+    attempt number (1 for the first failure)."""
+
+    agent_name: str
+    scope: AgenticScope
+    error: BaseException
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What an ``on_error`` handler decides: ``Recovery.retry()``, ``Recovery.result(value)`` (the value
+    stands in for the agent's output) or ``Recovery.throw()`` (the default)."""
+
+    action: str
+    value: Any = None
+
+    @staticmethod
+    def retry() -> Recovery:
+        """Invoke the failing agent again (at most ``MAX_ATTEMPTS`` times)."""
+        return Recovery("retry")
+
+    @staticmethod
+    def result(value: Any) -> Recovery:
+        """Use ``value`` as the agent's output and go on."""
+        return Recovery("result", value)
+
+    @staticmethod
+    def throw() -> Recovery:
+        """Fail the workflow with ``AgentExecutionError``."""
+        return Recovery("throw")
+
+
+ErrorHandler = Callable[[AgentErrorContext], Recovery]
+
+
+# -- control flow signals ---------------------------------------------------------------------
+
+
+class SuspendRun(Exception):
+    """Raised by a human-input step that has no answer yet; the run stops and returns ``Suspended``."""
+
+    def __init__(self, question: str, key: str, output_key: str | None) -> None:
+        super().__init__(question)
+        self.question = question
+        self.key = key
+        self.output_key = output_key
+
+
+class RunCancelled(BaseException):
+    """The consumer closed the run's stream; running agents stop at their next step."""
+
+
+_PASS_THROUGH = (SuspendRun, DeadlineExceededError)
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+class Run:
+    """One execution of an agent tree: scope, store, monitor, event sink, cancellation and deadline."""
+
+    __slots__ = ("cancel", "deadline", "emit", "is_async", "monitor", "roots", "scope", "store", "streaming")
+
+    def __init__(
+        self,
+        scope: AgenticScope,
+        *,
+        store: ScopeStore | None = None,
+        monitor: AgentMonitor | None = None,
+        emit: Callable[[StreamEvent], None] | None = None,
+        max_duration: float | None = None,
+        is_async: bool = False,
+    ) -> None:
+        self.scope = scope
+        self.store = store
+        self.monitor = monitor
+        self.emit = emit
+        self.streaming = emit is not None
+        self.cancel = threading.Event()
+        self.deadline = Deadline.start(max_duration) if max_duration is not None else None
+        self.is_async = is_async
+
+    def check(self, where: str) -> None:
+        """Stop here when the stream was closed or the run's ``max_duration`` has passed."""
+        if self.cancel.is_set():
+            raise RunCancelled()
+        if self.deadline is not None:
+            self.deadline.check(f"before agent {where!r}")
+
+    def journal_get(self, key: str) -> dict[str, Any] | None:
+        return self.scope._journal.get(key)
+
+    def journal_put(self, key: str, output: Any, writes: Mapping[str, Any]) -> None:
+        """Record a completed step and, with a store, save the scope (the crash-recovery point)."""
+        root = self.scope
+        with root._lock:
+            root._journal[key] = {"output": output, "writes": dict(writes)}
+            if self.store is not None:
+                self.store.save(root)
+
+    def save(self) -> None:
+        if self.store is not None:
+            with self.scope._lock:
+                self.store.save(self.scope)
+
+
+@dataclass
+class Step:
+    """Where an agent runs: the run, the scope (a branch's view inside ``parallel``), the step key,
+    the names of the workflows above it, its invocation record and whether its text is the stream's."""
+
+    run: Run
+    scope: AgenticScope
+    key: str
+    path: tuple[str, ...]
+    node: InvocationNode
+    tail: bool
+
+
+def _start_span(agent: Agent) -> Any:
+    observer = observation._observer
+    start = getattr(observer, "start_agent", None) if observer is not None else None
+    return start(agent.name, agent.description) if start is not None else None
+
+
+def _begin(agent: Agent, run: Run, scope: AgenticScope, parent: InvocationNode | None) -> InvocationNode:
+    run.check(agent.name)
+    inputs = agent._inputs_of(scope)
+    node = InvocationNode(agent.name, inputs, time.time())
+    if parent is not None:
+        parent.children.append(node)
+    else:
+        with run.scope._lock:
+            run.scope._runs.append(node)
+        if run.monitor is not None:
+            run.monitor._started(run.scope.id, node)
+    if run.emit is not None:
+        run.emit(AgentStarted(agent.name, inputs))
+    return node
+
+
+def _end(agent: Agent, run: Run, node: InvocationNode, output: Any, error: BaseException | None, obs: Any) -> None:
+    node.finished = time.time()
+    if error is not None:
+        if isinstance(error, SuspendRun):
+            node.error = f"suspended: {error.question}"
+        elif isinstance(error, (RunCancelled, asyncio.CancelledError)):
+            node.error = "cancelled"
+        else:
+            node.error = f"{type(error).__name__}: {error}"
+    else:
+        node.output = output
+    if node.children:
+        total: Usage | None = node.usage  # a workflow's own calls (a supervisor's planner), then its agents'
+        for child in list(node.children):
+            usage = child.usage
+            if usage is not None:
+                total = usage if total is None else total + usage
+        node.usage = total
+    if obs is not None:
+        obs.finish(output if error is None else None, error)
+    if run.emit is not None:
+        run.emit(AgentFinished(agent.name, output if error is None else None, node.finished - node.started, error))
+
+
+def _replayed(agent: Agent, step: Step) -> tuple[bool, Any]:
+    """Apply a journalled result of this leaf, if the journal has one."""
+    entry = step.run.journal_get(step.key)
+    if entry is None:
+        return False, None
+    for key, value in entry.get("writes", {}).items():
+        step.scope.write(key, value)
+    step.node.recovered = True
+    return True, entry.get("output")
+
+
+def _skipped_or_missing(agent: Agent, step: Step) -> bool:
+    missing = agent._missing(step.scope)
+    if not missing:
+        return False
+    if agent.optional:
+        step.node.skipped = True
+        return True
+    raise AgentInputError(agent.name, missing)
+
+
+def execute(
+    agent: Agent,
+    run: Run,
+    scope: AgenticScope,
+    key: str,
+    path: tuple[str, ...],
+    parent: InvocationNode | None,
+    tail: bool,
+) -> Any:
+    """Run one agent of the tree (sync): record it, replay it from the journal or invoke it."""
+    node = _begin(agent, run, scope, parent)
+    obs = _start_span(agent)
+    step = Step(run, scope, key, path, node, tail)
+    output: Any = None
+    try:
+        if agent._leaf:
+            done, output = _replayed(agent, step)
+            if not done and not _skipped_or_missing(agent, step):
+                writes: dict[str, Any] = {}
+                scope._recording = writes
+                try:
+                    output = agent._invoke(step)
+                    if agent.output_key is not None:
+                        scope.write(agent.output_key, output)
+                finally:
+                    scope._recording = None
+                run.journal_put(key, output, writes)
+        else:
+            output = agent._invoke(step)
+            if agent.output_key is not None:
+                scope.write(agent.output_key, output)
+    except BaseException as exc:
+        _end(agent, run, node, None, exc, obs)
+        raise
+    _end(agent, run, node, output, None, obs)
+    return output
+
+
+async def aexecute(
+    agent: Agent,
+    run: Run,
+    scope: AgenticScope,
+    key: str,
+    path: tuple[str, ...],
+    parent: InvocationNode | None,
+    tail: bool,
+) -> Any:
+    """Async ``execute``."""
+    node = _begin(agent, run, scope, parent)
+    obs = _start_span(agent)
+    step = Step(run, scope, key, path, node, tail)
+    output: Any = None
+    try:
+        if agent._leaf:
+            done, output = _replayed(agent, step)
+            if not done and not _skipped_or_missing(agent, step):
+                writes: dict[str, Any] = {}
+                scope._recording = writes
+                try:
+                    output = await agent._ainvoke(step)
+                    if agent.output_key is not None:
+                        scope.write(agent.output_key, output)
+                finally:
+                    scope._recording = None
+                run.journal_put(key, output, writes)
+        else:
+            output = await agent._ainvoke(step)
+            if agent.output_key is not None:
+                scope.write(agent.output_key, output)
+    except BaseException as exc:
+        _end(agent, run, node, None, exc, obs)
+        raise
+    _end(agent, run, node, output, None, obs)
+    return output
+
+
+# -- Agent ------------------------------------------------------------------------------------
+
+
+def check_name(name: Any, what: str = "name") -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"an agent's {what} must be a non-empty string, got {name!r}")
+    return name
+
+
+def check_key(key: Any, what: str = "output_key") -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"{what} must be a non-empty string or None, got {key!r}")
+    if key in _RESERVED:
+        raise ValueError(f"{what} {key!r} is reserved by run(); pick another name")
+    return key
+
+
+class Agent:
+    """Something that reads the scope, does work and writes its output under ``output_key``.
+
+    Build agents with ``agent(...)``, ``@agent_function``, ``service_agent(...)``, ``human_input(...)``
+    and the workflow factories (``sequence``, ``loop``, ``parallel``, ``parallel_map``,
+    ``conditional``, ``supervisor``); each result is an ``Agent`` and can be run alone or nested.
+    """
+
+    name: str
+    description: str
+    output_key: str | None
+    optional: bool = False
+    _leaf: bool = True
+
+    # -- what subclasses provide ------------------------------------------------------------------
+
+    def _invoke(self, step: Step) -> Any:
+        raise NotImplementedError
+
+    async def _ainvoke(self, step: Step) -> Any:
+        raise NotImplementedError
+
+    def input_names(self) -> tuple[str, ...]:
+        """The scope keys this agent reads (for a workflow: those its agents need from outside)."""
+        return ()
+
+    def input_types(self) -> dict[str, tuple[Any, bool]]:
+        """Each input's annotated type (``None`` when unknown) and whether it is required."""
+        return {k: (None, True) for k in self.input_names()}
+
+    def _missing(self, scope: AgenticScope) -> list[str]:
+        return []
+
+    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
+        return {k: scope.read(k) for k in self.input_names() if scope.has(k)}
+
+    @property
+    def children(self) -> tuple[Agent, ...]:
+        """The agents this one runs (empty for a leaf)."""
+        return ()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def _prepare(
+        self,
+        inputs: dict[str, Any],
+        scope_store: ScopeStore | None,
+        scope_id: str | None,
+        monitor: AgentMonitor | None,
+        max_duration: float | None,
+        emit: Callable[[StreamEvent], None] | None,
+        is_async: bool,
+        scope: AgenticScope | None = None,
+    ) -> Run:
+        from chatclient.events import check_max_duration
+
+        if max_duration is not None:
+            max_duration = check_max_duration(max_duration)
+        if scope is None and scope_store is not None and scope_id is not None:
+            scope = scope_store.load(scope_id)
+        if scope is not None:
+            # Recovery or resume: start again from the run's inputs and replay the journal.
+            with scope._lock:
+                for key, value in inputs.items():
+                    scope._initial.setdefault(key, value)
+                scope._state = dict(scope._initial)
+        else:
+            scope = AgenticScope(inputs, id=scope_id)
+        return Run(scope, store=scope_store, monitor=monitor, emit=emit, max_duration=max_duration, is_async=is_async)
+
+    def _result(self, run: Run, output: Any, suspended: SuspendRun | None) -> AgentResult:
+        from chatclient.models.base import Usage
+
+        scope = run.scope
+        with scope._lock:
+            node = scope._runs[-1] if scope._runs else None
+            if suspended is not None:
+                scope._pending = {
+                    "key": suspended.key,
+                    "question": suspended.question,
+                    "output_key": suspended.output_key,
+                }
+            else:
+                scope._pending = None
+        run.save()
+        tree = node.freeze() if isinstance(node, InvocationNode) else node
+        usage = (tree.usage if tree is not None else None) or Usage()
+        return AgentResult(
+            None if suspended is not None else output,
+            scope,
+            (tree,) if tree is not None else (),
+            usage,
+            Suspended(suspended.question, scope) if suspended is not None else None,
+        )
+
+    def _run_sync(self, run: Run) -> AgentResult:
+        try:
+            output = execute(self, run, run.scope, "", (), None, run.streaming)
+        except SuspendRun as signal:
+            return self._result(run, None, signal)
+        except BaseException:
+            run.save()
+            raise
+        return self._result(run, output, None)
+
+    async def _run_async(self, run: Run) -> AgentResult:
+        try:
+            output = await aexecute(self, run, run.scope, "", (), None, run.streaming)
+        except SuspendRun as signal:
+            return self._result(run, None, signal)
+        except BaseException:
+            await asyncio.to_thread(run.save) if run.store is not None else None
+            raise
+        return self._result(run, output, None)
+
+    def run(
+        self,
+        *,
+        scope_store: ScopeStore | None = None,
+        scope_id: str | None = None,
+        monitor: AgentMonitor | None = None,
+        max_duration: float | None = None,
+        **inputs: Any,
+    ) -> AgentResult:
+        """Run with ``inputs`` as the scope's initial state.
+
+        ``scope_id`` names the scope; with a ``scope_store`` holding that id, the run continues the
+        stored one (after a crash: completed agents are not invoked again, their recorded results are
+        replayed; inputs already stored are kept). ``monitor`` records the invocation tree;
+        ``max_duration`` (seconds) bounds the whole run (``DeadlineExceededError``).
+        """
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, False)
+        return self._run_sync(run)
+
+    async def arun(
+        self,
+        *,
+        scope_store: ScopeStore | None = None,
+        scope_id: str | None = None,
+        monitor: AgentMonitor | None = None,
+        max_duration: float | None = None,
+        **inputs: Any,
+    ) -> AgentResult:
+        """Async ``run``: model calls use ``acall``, ``parallel`` branches run as tasks."""
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, True)
+        return await self._run_async(run)
+
+    def stream(
+        self,
+        *,
+        scope_store: ScopeStore | None = None,
+        scope_id: str | None = None,
+        monitor: AgentMonitor | None = None,
+        max_duration: float | None = None,
+        **inputs: Any,
+    ) -> Iterator[StreamEvent]:
+        """Run, yielding ``AgentStarted`` / ``AgentFinished`` for every agent, the tool and advisor
+        events of every agent's model calls, and the text deltas of the agents in last position (see
+        the guide). The root's ``AgentFinished`` carries the result. Closing the iterator stops the
+        run at the next chunk or agent boundary and waits for the agent in flight to return.
+        """
+        events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, events.put, False)
+        done = object()
+        box: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                self._run_sync(run)
+            except RunCancelled:
+                pass
+            except BaseException as exc:
+                box.append(exc)
+            finally:
+                events.put(done)
+
+        context = contextvars.copy_context()
+        worker = threading.Thread(target=context.run, args=(work,), name=f"agent-stream-{self.name}", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = events.get()
+                if item is done:
+                    break
+                yield item
+            if box:
+                raise box[0]
+        finally:
+            run.cancel.set()
+            worker.join()
+
+    async def astream(
+        self,
+        *,
+        scope_store: ScopeStore | None = None,
+        scope_id: str | None = None,
+        monitor: AgentMonitor | None = None,
+        max_duration: float | None = None,
+        **inputs: Any,
+    ) -> AsyncIterator[StreamEvent]:
+        """Async ``stream``; closing it (``aclose()``, cancelling the consuming task) cancels the run's
+        task, which cancels every agent in flight (model calls, parallel branches)."""
+        events: asyncio.Queue[Any] = asyncio.Queue()
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, events.put_nowait, True)
+        task = asyncio.ensure_future(self._run_async(run))
+        task.add_done_callback(lambda _: events.put_nowait(task))
+        try:
+            while True:
+                item = await events.get()
+                if item is task:
+                    break
+                yield item
+            task.result()  # raise the run's error, if any
+        finally:
+            if not task.done():
+                run.cancel.set()
+                task.cancel()
+                try:
+                    await task
+                except BaseException:
+                    pass
+
+    # -- human in the loop --------------------------------------------------------------------------
+
+    def _resume_run(
+        self,
+        scope_or_json: AgenticScope | str | bytes,
+        answer: Any,
+        scope_store: ScopeStore | None,
+        monitor: AgentMonitor | None,
+        is_async: bool,
+    ) -> Run:
+        if isinstance(scope_or_json, AgenticScope):
+            scope = scope_or_json
+        elif isinstance(scope_or_json, (str, bytes)):
+            scope = AgenticScope.from_json(scope_or_json)
+        else:
+            raise TypeError(f"resume takes an AgenticScope or its JSON, got {type(scope_or_json).__name__}")
+        pending = scope._pending
+        if not pending or not isinstance(pending.get("key"), str):
+            raise AgenticScopeError(f"scope {scope.id!r} is not waiting for an answer; there is nothing to resume")
+        writes = {pending["output_key"]: answer} if isinstance(pending.get("output_key"), str) else {}
+        with scope._lock:
+            scope._journal[pending["key"]] = {"output": answer, "writes": writes}
+            scope._pending = None
+        return self._prepare({}, scope_store, scope.id, monitor, None, None, is_async, scope=scope)
+
+    def resume(
+        self,
+        scope_or_json: AgenticScope | str | bytes,
+        answer: Any,
+        *,
+        scope_store: ScopeStore | None = None,
+        monitor: AgentMonitor | None = None,
+    ) -> AgentResult:
+        """Continue a suspended run with the human's ``answer`` (the scope, or its JSON from another
+        process). Completed agents are replayed from the journal, not invoked again."""
+        return self._run_sync(self._resume_run(scope_or_json, answer, scope_store, monitor, False))
+
+    async def aresume(
+        self,
+        scope_or_json: AgenticScope | str | bytes,
+        answer: Any,
+        *,
+        scope_store: ScopeStore | None = None,
+        monitor: AgentMonitor | None = None,
+    ) -> AgentResult:
+        """Async ``resume``."""
+        return await self._run_async(self._resume_run(scope_or_json, answer, scope_store, monitor, True))
+
+    # -- as a tool ------------------------------------------------------------------------------------
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Any:
+        """This agent as a ``ToolCallback`` another ChatClient can offer its model: the arguments are
+        the agent's inputs, the result is its output (JSON for non-text outputs)."""
+        from chatclient.agents.tool import AgentTool
+
+        return AgentTool(self, name=name, description=description)
+
+
+# -- workflows --------------------------------------------------------------------------------
+
+
+def check_agents(agents: Sequence[Any], where: str) -> tuple[Agent, ...]:
+    out = []
+    for item in agents:
+        if isinstance(item, Agent):
+            out.append(item)
+        elif callable(item):
+            raise TypeError(
+                f"{where} takes agents; {getattr(item, '__name__', type(item).__name__)} is a plain callable: "
+                "decorate it with @agent_function (or build a model agent with agent(client, ...))"
+            )
+        else:
+            raise TypeError(f"{where} takes agents, got {type(item).__name__}")
+    return tuple(out)
+
+
+def _check_tree(root: Agent) -> None:
+    """Refuse a workflow that contains itself or nests deeper than ``MAX_DEPTH``."""
+
+    def visit(agent: Agent, path: tuple[int, ...], names: tuple[str, ...]) -> None:
+        if len(path) > MAX_DEPTH:
+            raise ValueError(f"workflow {root.name!r} nests deeper than {MAX_DEPTH} levels")
+        for child in agent.children:
+            if id(child) in path or child is root:
+                raise ValueError(
+                    f"workflow {root.name!r} contains itself ({' > '.join((*names, child.name))}): a workflow "
+                    "cannot be its own sub-agent"
+                )
+            visit(child, (*path, id(child)), (*names, child.name))
+
+    visit(root, (id(root),), (root.name,))
+
+
+def wrap_error(agent: Agent, exc: BaseException, path: tuple[str, ...]) -> AgentExecutionError:
+    if isinstance(exc, AgentExecutionError):
+        return exc
+    return AgentExecutionError(agent.name, exc, path=path)
+
+
+def _throw(agent: Agent, exc: Exception, path: tuple[str, ...]) -> NoReturn:
+    error = wrap_error(agent, exc, path)
+    if error is exc:
+        raise exc  # already names the deepest failing agent and its path
+    raise error from exc
+
+
+class Workflow(Agent):
+    """Base of the workflow agents: holds the sub-agents, ``output``, ``on_error``, and runs one child
+    with the error policy."""
+
+    _leaf = False
+
+    def __init__(
+        self,
+        agents: Sequence[Any],
+        *,
+        name: str,
+        description: str = "",
+        output_key: str | None = None,
+        output: Callable[[AgenticScope], Any] | None = None,
+        on_error: ErrorHandler | None = None,
+        where: str = "workflow",
+    ) -> None:
+        self.name = check_name(name)
+        self.description = description or ""
+        self.output_key = check_key(output_key)
+        if output is not None and not callable(output):
+            raise TypeError("output must be a callable taking the scope")
+        if on_error is not None and not callable(on_error):
+            raise TypeError("on_error must be a callable taking an AgentErrorContext and returning a Recovery")
+        self.output = output
+        self.on_error = on_error
+        self.agents = check_agents(agents, where)
+        _check_tree(self)
+
+    @property
+    def children(self) -> tuple[Agent, ...]:
+        return self.agents
+
+    def input_types(self) -> dict[str, tuple[Any, bool]]:
+        # What the agents read before an earlier agent of this workflow wrote it.
+        produced: set[str] = set()
+        out: dict[str, tuple[Any, bool]] = {}
+        for agent in self.agents:
+            for key, (tp, required) in agent.input_types().items():
+                if key in produced:
+                    continue
+                known = out.get(key)
+                out[key] = (tp if known is None or known[0] is None else known[0], required or bool(known and known[1]))
+            if agent.output_key:
+                produced.add(agent.output_key)
+        return out
+
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(self.input_types())
+
+    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
+        return {}
+
+    def _final(self, step: Step, last: Any) -> Any:
+        return self.output(step.scope) if self.output is not None else last
+
+    def _decide(
+        self, agent: Agent, step: Step, scope: AgenticScope, key: str, exc: Exception, attempt: int
+    ) -> Recovery:
+        path = (*step.path, self.name)
+        if self.on_error is None:
+            _throw(agent, exc, path)
+        recovery = self.on_error(AgentErrorContext(agent.name, scope, exc, attempt))
+        if not isinstance(recovery, Recovery):
+            raise TypeError(f"on_error of {self.name!r} must return a Recovery, got {type(recovery).__name__}")
+        if recovery.action == "throw" or (recovery.action == "retry" and attempt >= MAX_ATTEMPTS):
+            _throw(agent, exc, path)
+        if recovery.action == "result":
+            if agent.output_key is not None:
+                scope.write(agent.output_key, recovery.value)
+            if agent._leaf:
+                writes = {agent.output_key: recovery.value} if agent.output_key is not None else {}
+                step.run.journal_put(key, recovery.value, writes)
+        return recovery
+
+    def _child(
+        self, step: Step, agent: Agent, part: str, *, scope: AgenticScope | None = None, tail: bool = False
+    ) -> Any:
+        scope = step.scope if scope is None else scope
+        key = f"{step.key}/{part}" if step.key else part
+        attempt = 1
+        while True:
+            try:
+                return execute(agent, step.run, scope, key, (*step.path, self.name), step.node, tail and step.tail)
+            except _PASS_THROUGH:
+                raise
+            except Exception as exc:
+                recovery = self._decide(agent, step, scope, key, exc, attempt)
+                if recovery.action == "result":
+                    return recovery.value
+                attempt += 1
+
+    async def _achild(
+        self, step: Step, agent: Agent, part: str, *, scope: AgenticScope | None = None, tail: bool = False
+    ) -> Any:
+        scope = step.scope if scope is None else scope
+        key = f"{step.key}/{part}" if step.key else part
+        attempt = 1
+        while True:
+            try:
+                return await aexecute(
+                    agent, step.run, scope, key, (*step.path, self.name), step.node, tail and step.tail
+                )
+            except _PASS_THROUGH:
+                raise
+            except Exception as exc:
+                recovery = self._decide(agent, step, scope, key, exc, attempt)
+                if recovery.action == "result":
+                    return recovery.value
+                attempt += 1
+
+
+__all__ = [
+    "Agent",
+    "AgentErrorContext",
+    "AgentFinished",
+    "AgentResult",
+    "AgentStarted",
+    "Recovery",
+    "Suspended",
+    "Workflow",
+]

@@ -1,0 +1,63 @@
+"""``sequence``: agents one after the other on one scope (LangChain4j: ``sequenceBuilder``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chatclient.agents.base import Agent, ErrorHandler, Step, Workflow
+from chatclient.agents.scope import AgenticScope
+
+
+class SequenceWorkflow(Workflow):
+    """Runs its agents in order; the result is the last agent's output unless ``output=`` is given."""
+
+    def _invoke(self, step: Step) -> Any:
+        last: Any = None
+        n = len(self.agents)
+        for i, agent in enumerate(self.agents):
+            last = self._child(step, agent, str(i), tail=i == n - 1)
+        return self._final(step, last)
+
+    async def _ainvoke(self, step: Step) -> Any:
+        last: Any = None
+        n = len(self.agents)
+        for i, agent in enumerate(self.agents):
+            last = await self._achild(step, agent, str(i), tail=i == n - 1)
+        return self._final(step, last)
+
+
+def sequence(
+    *agents: Agent,
+    name: str = "sequence",
+    description: str = "",
+    output_key: str | None = None,
+    output: Callable[[AgenticScope], Any] | None = None,
+    on_error: ErrorHandler | None = None,
+) -> SequenceWorkflow:
+    """Run ``agents`` in order on one scope; each reads what the earlier ones wrote.
+
+    >>> from chatclient.agents import agent_function
+    >>> @agent_function(output_key="doubled")
+    ... def double(x: int) -> int:
+    ...     return 2 * x
+    >>> @agent_function(output_key="plus_one")
+    ... def inc(doubled: int) -> int:
+    ...     return doubled + 1
+    >>> sequence(double, inc).run(x=20).output
+    41
+    """
+    if not agents:
+        raise ValueError("sequence needs at least one agent")
+    return SequenceWorkflow(
+        agents,
+        name=name,
+        description=description,
+        output_key=output_key,
+        output=output,
+        on_error=on_error,
+        where="sequence",
+    )
+
+
+__all__ = ["SequenceWorkflow", "sequence"]

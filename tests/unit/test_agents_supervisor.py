@@ -1,0 +1,116 @@
+"""supervisor: a scripted planner picks agents by name until done; unknown names go back to the
+planner; max_steps bounds the plan; response strategies last / summary / scored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from chatclient import ChatClient
+from chatclient.agents import PlannerStep, agent, agent_function, supervisor
+from chatclient.errors import AgentInputError, OutputConversionError
+from chatclient.testing import ScriptedChatModel
+
+
+@agent_function(output_key="converted", description="Converts an amount of euros to dollars.")
+def to_dollars(amount: float) -> float:
+    return round(amount * 1.1, 2)
+
+
+@agent_function(output_key="greeting", description="Greets a person by name.")
+def greet(name: str) -> str:
+    return f"Hello, {name}!"
+
+
+def step(agent_name: str, /, **arguments: object) -> str:
+    return json.dumps({"agent_name": agent_name, "arguments": arguments})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_planner_chooses_agents_until_done(mode: str) -> None:
+    planner = ScriptedChatModel(
+        [step("to_dollars", amount="10"), step("greet", name="Ada"), step("done", response="All done.")]
+    )
+    wf = supervisor(to_dollars, greet, planner=ChatClient.create(planner))
+    result = (
+        wf.run(request="Convert 10 EUR and greet Ada")
+        if mode == "sync"
+        else asyncio.run(wf.arun(request="Convert 10 EUR and greet Ada"))
+    )
+    assert result.output == "Hello, Ada!"  # response="last"
+    assert result.scope.read("converted") == 11.0  # "10" converted to the annotated float
+    first = planner.prompts[0].user_message.text
+    assert "Convert 10 EUR and greet Ada" in first
+    assert "to_dollars: Converts an amount of euros to dollars. (inputs: amount)" in first
+    assert "greet: Greets a person by name." in first
+    assert "none yet" in first
+    third = planner.prompts[2].user_message.text
+    assert "to_dollars" in third and "11.0" in third and "Hello, Ada!" in third
+    tree = result.invocations[0]
+    assert [c.name for c in tree.children] == ["to_dollars", "greet"]
+    assert tree.usage is not None and tree.usage.total_tokens > 0  # the planner's calls count
+
+
+def test_unknown_agent_is_reported_to_the_planner_and_counts_as_a_step() -> None:
+    planner = ScriptedChatModel([step("translate", text="x"), step("greet", name="Bo"), step("done", response="ok")])
+    result = supervisor(greet, to_dollars, planner=ChatClient.create(planner)).run(request="greet Bo")
+    second = planner.prompts[1].user_message.text
+    assert "no agent named 'translate'" in second and "greet, to_dollars" in second
+    assert result.output == "Hello, Bo!"
+
+
+def test_max_steps_bounds_the_plan() -> None:
+    planner = ScriptedChatModel([step("greet", name=str(i)) for i in range(5)])
+    result = supervisor(greet, planner=ChatClient.create(planner), max_steps=3).run(request="loop forever")
+    assert len(planner.prompts) == 3 and result.output == "Hello, 2!"
+
+
+def test_summary_and_scored_responses() -> None:
+    planner = ScriptedChatModel([step("greet", name="Ada"), step("done", response="Greeted Ada.")])
+    wf = supervisor(greet, planner=ChatClient.create(planner), response="summary")
+    assert wf.run(request="greet").output == "Greeted Ada."
+
+    planner = ScriptedChatModel(
+        [step("greet", name="Ada"), step("done", response="Greeted Ada."), json.dumps({"summary": 0.2, "last": 0.9})]
+    )
+    wf = supervisor(greet, planner=ChatClient.create(planner), response="scored")
+    assert wf.run(request="greet").output == "Hello, Ada!"
+    assert "Score how well" in planner.prompts[2].user_message.text
+
+
+def test_invalid_planner_output_is_re_asked_then_a_typed_error() -> None:
+    planner = ScriptedChatModel(["I think greet", step("greet", name="Ada"), step("done")])
+    assert supervisor(greet, planner=ChatClient.create(planner)).run(request="x").output == "Hello, Ada!"
+    assert len(planner.prompts) == 3
+
+    planner = ScriptedChatModel(["nonsense"] * 3)
+    with pytest.raises(OutputConversionError):
+        supervisor(greet, planner=ChatClient.create(planner)).run(request="x")
+
+
+def test_supervisor_needs_a_request_and_distinct_names() -> None:
+    planner = ChatClient.create(ScriptedChatModel([]))
+    with pytest.raises(AgentInputError) as info:
+        supervisor(greet, planner=planner).run()
+    assert info.value.missing == ("request",)
+    with pytest.raises(ValueError, match="distinct"):
+        supervisor(greet, greet, planner=planner)
+    with pytest.raises(ValueError, match="response"):
+        supervisor(greet, planner=planner, response="best")
+
+
+def test_model_agent_reads_planner_arguments_from_the_scope() -> None:
+    worker_model = ScriptedChatModel(["Bonjour"])
+    translator = agent(
+        ChatClient.create(worker_model),
+        name="translate",
+        description="Translates text.",
+        user="Translate to French: {{ text }}",
+    )
+    planner = ScriptedChatModel([step("translate", text="Hello"), step("done", response="Bonjour")])
+    result = supervisor(translator, planner=ChatClient.create(planner)).run(request="Say hello in French")
+    assert worker_model.prompts[0].user_message.text == "Translate to French: Hello"
+    assert result.output == "Bonjour"
+    assert PlannerStep(agent_name="done").arguments == {}
