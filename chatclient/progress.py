@@ -12,10 +12,13 @@ last one, so a log holds a readable history instead of carriage returns.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, TextIO
 
 __all__ = ["LineStream", "NullBar", "progress_bar"]
+
+_CLOCK = re.compile(r"\d+(?::\d\d)+|[\d.]+\s*\w*/s|\?\s*\w*/s")
 
 
 class LineStream:
@@ -23,12 +26,16 @@ class LineStream:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self._last = ""
 
     def write(self, text: str) -> int:
         for part in text.replace("\n", "\r").split("\r"):
             line = part.strip()
-            if line:
+            # a bar's close repeats its last state (only the clock and the rate moved): skip that
+            key = _CLOCK.sub("", line)
+            if line and key != self._last:
                 self.stream.write(line + "\n")
+                self._last = key
         return len(text)
 
     def flush(self) -> None:
@@ -95,4 +102,5 @@ def progress_bar(
         ascii=True,
         mininterval=interval,
         maxinterval=max(interval, 10.0),
+        miniters=1,
     )

@@ -6,7 +6,6 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO, runtime_checkable
 
+from chatclient.progress import progress_bar
 from chatclient.rag.documents import Document
 
 log = logging.getLogger(__name__)
@@ -87,42 +87,6 @@ class PipelineReport:
         return self.written / self.seconds if self.seconds > 0 else 0.0
 
 
-class _Progress:
-    """A one-line bar on a terminal; plain log lines (about every 10 % or 10 s) otherwise."""
-
-    def __init__(self, total: int, enabled: bool | None, stream: TextIO | None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.bar = tty if enabled is None else (enabled and tty)
-        self.logs = not self.bar and enabled is not False
-        self.total = total
-        self.done = 0
-        self.started = time.monotonic()
-        self._next_log_at = 0.1
-        self._last_log = self.started
-
-    def update(self, n: int) -> None:
-        self.done += n
-        now = time.monotonic()
-        rate = self.done / max(now - self.started, 1e-9)
-        fraction = self.done / self.total if self.total else 1.0
-        if self.bar:
-            filled = int(fraction * 30)
-            self.stream.write(
-                f"\rembedding [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} chunks {rate:.1f}/s"
-            )
-            self.stream.flush()
-        elif self.logs and (fraction >= self._next_log_at or now - self._last_log >= 10.0 or self.done == self.total):
-            log.info("ingested %d/%d chunks (%.0f%%, %.1f chunks/s)", self.done, self.total, 100 * fraction, rate)
-            self._next_log_at = fraction + 0.1
-            self._last_log = now
-
-    def close(self) -> None:
-        if self.bar:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 class _Checkpoint:
     """An append-only file of the ids already written; a torn last line (a crash mid-write) is ignored."""
 
@@ -163,7 +127,8 @@ class DocumentPipeline:
     * **resumable** — with ``checkpoint=path`` the ids of every finished batch are appended to
       that file; after a crash, the next run skips them. Without a checkpoint, a writer with
       ``get(ids)`` (e.g. ``SqliteVectorStore``) is asked which ids it already holds;
-    * **progress** — a bar on stderr when it is a terminal, plain ``logging`` lines otherwise
+    * **progress** — the project's progress bar (``chatclient.progress``) on stderr (or
+      ``progress_stream``): redrawn on a terminal, one plain line per step otherwise
       (``progress=False`` silences both). ``last_report`` holds the counts of the last run.
     """
 
@@ -251,7 +216,9 @@ class DocumentPipeline:
         todo = [d for d in docs if d.id not in done]
         batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
         write = self._write_fn()
-        progress = _Progress(len(todo), self.progress, self.progress_stream)
+        progress = progress_bar(
+            total=len(todo), desc="embedding", unit="chunk", enabled=self.progress is not False, stream=self.progress_stream
+        )
 
         def work(batch: list[Document]) -> int:
             write(batch)
