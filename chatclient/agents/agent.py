@@ -12,8 +12,11 @@ import asyncio
 import functools
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
+
+from pydantic import ValidationError
 
 from chatclient.agents.base import Agent, RunCancelled, Step, check_key, check_name
 from chatclient.agents.scope import AgenticScope, auto_register
@@ -35,6 +38,45 @@ def _renderer() -> Any:
     from chatclient.templates import default_renderer
 
     return default_renderer()
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+class _Template:
+    """A jinja template; one made only of text and ``{{ name }}`` placeholders is rendered by
+    joining strings (what jinja would produce: ``str(value)``), without a jinja call per step."""
+
+    __slots__ = ("parts", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.parts: tuple[tuple[bool, str], ...] | None = None
+        pieces: list[tuple[bool, str]] = []
+        last = 0
+        for match in _PLACEHOLDER.finditer(text):
+            pieces.append((False, text[last : match.start()]))
+            pieces.append((True, match.group(1)))
+            last = match.end()
+        pieces.append((False, text[last:]))
+        if not any(mark in piece for is_var, piece in pieces if not is_var for mark in ("{{", "{%", "{#", "}}")):
+            # jinja writes every line break of the template text as "\n"
+            self.parts = tuple(
+                (is_var, piece if is_var else piece.replace("\r\n", "\n").replace("\r", "\n"))
+                for is_var, piece in pieces
+                if is_var or piece
+            )
+
+    def render(self, scope: AgenticScope) -> str:
+        parts = self.parts
+        if parts is None:
+            return str(_renderer().render(self.text, dict(scope.state)))
+        text = "".join([str(scope.read(piece)) if is_var else piece for is_var, piece in parts])
+        if len(text) > 1_000_000 and len(text) > (limit := _renderer().max_output_chars):
+            from chatclient.errors import TemplateError
+
+            raise TemplateError(f"the rendered template is longer than max_output_chars={limit:,}")
+        return text
 
 
 class LlmAgent(Agent):
@@ -83,6 +125,8 @@ class LlmAgent(Agent):
                 for var in sorted(renderer.variables(text)):  # TemplateError for a malformed template
                     names.setdefault(var, None)
         self._inputs = tuple(names)
+        self._system = _Template(self.system) if self.system is not None else None
+        self._user = _Template(self.user)
         auto_register(self.output_type)
 
     def input_names(self) -> tuple[str, ...]:
@@ -92,12 +136,10 @@ class LlmAgent(Agent):
         return [k for k in self._inputs if not scope.has(k)]
 
     def _spec(self, step: Step) -> ChatClientRequestSpec:
-        renderer = _renderer()
-        variables = dict(step.scope.state)
         spec = self.client.prompt()
-        if self.system is not None:
-            spec.system(renderer.render(self.system, variables))
-        spec.user(renderer.render(self.user, variables))
+        if self._system is not None:
+            spec.system(self._system.render(step.scope))
+        spec.user(self._user.render(step.scope))
         if self.tools:
             spec.tools(*self.tools)
         advisors = list(self.advisors)
@@ -277,6 +319,7 @@ class FunctionAgent(Agent):
             hints = {}
         self._params: list[tuple[str, bool, Any, Any]] = []  # name, required, adapter, default
         self._scope_params: list[str] = []
+        self._exact: dict[str, type] = {}
         for p in signature.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TypeError(f"agent_function {self.name!r}: *args/**kwargs cannot be read from the scope")
@@ -289,13 +332,18 @@ class FunctionAgent(Agent):
             auto_register(hint)
             adapter = TypeAdapter(hint) if hint is not Any else None
             self._params.append((p.name, p.default is p.empty, adapter, p.default))
+            if isinstance(hint, type):
+                self._exact[p.name] = hint  # a value of exactly this class needs no validation
         self._hints = hints
+        self._names = tuple(p[0] for p in self._params)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_params", None)
         state.pop("_scope_params", None)
         state.pop("_hints", None)
+        state.pop("_names", None)
+        state.pop("_exact", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -317,7 +365,7 @@ class FunctionAgent(Agent):
         return self.fn(*args, **kwargs)
 
     def input_names(self) -> tuple[str, ...]:
-        return tuple(p[0] for p in self._params)
+        return self._names
 
     def input_types(self) -> dict[str, tuple[Any, bool]]:
         return {name: (self._hints.get(name), required) for name, required, _, _ in self._params}
@@ -326,15 +374,14 @@ class FunctionAgent(Agent):
         return [name for name, required, _, _ in self._params if required and not scope.has(name)]
 
     def _arguments(self, scope: AgenticScope) -> dict[str, Any]:
-        from pydantic import ValidationError
-
         kwargs: dict[str, Any] = {}
+        exact = self._exact
         for name, _required, adapter, default in self._params:
             if not scope.has(name):
                 kwargs[name] = default
                 continue
             value = scope.read(name)
-            if adapter is not None:
+            if adapter is not None and type(value) is not exact.get(name):
                 try:
                     value = adapter.validate_python(value)
                 except ValidationError as exc:

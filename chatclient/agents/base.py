@@ -221,7 +221,8 @@ def _start_span(agent: Agent) -> Any:
 
 
 def _begin(agent: Agent, run: Run, scope: AgenticScope, parent: InvocationNode | None) -> InvocationNode:
-    run.check(agent.name)
+    if run.cancel.is_set() or run.deadline is not None:
+        run.check(agent.name)
     inputs = agent._inputs_of(scope)
     node = InvocationNode(agent.name, inputs, time.time())
     if parent is not None:
@@ -410,7 +411,8 @@ class Agent:
         return []
 
     def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
-        return {k: scope.read(k) for k in self.input_names() if scope.has(k)}
+        state = scope._state
+        return {k: state[k] for k in self.input_names() if k in state}
 
     @property
     def children(self) -> tuple[Agent, ...]:

@@ -405,18 +405,22 @@ class InvocationNode:
 
     def freeze(self) -> AgentInvocation:
         children = tuple(c if isinstance(c, AgentInvocation) else c.freeze() for c in list(self.children))
-        return AgentInvocation(
-            self.name,
-            MappingProxyType(dict(self.inputs)),
-            self.output,
-            self.started,
-            self.finished,
-            self.error,
-            children,
-            self.skipped,
-            self.recovered,
-            self.usage,
+        # Built without the frozen dataclass's __init__ (one object.__setattr__ per field): a run
+        # freezes every node of its tree once, and this is the hot path of small agents.
+        inv = object.__new__(AgentInvocation)
+        inv.__dict__.update(
+            name=self.name,
+            inputs=MappingProxyType(self.inputs),
+            output=self.output,
+            started=self.started,
+            finished=self.finished,
+            error=self.error,
+            children=children,
+            skipped=self.skipped,
+            recovered=self.recovered,
+            usage=self.usage,
         )
+        return inv
 
 
 def _encode_entry(key: str, entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -587,3 +587,26 @@ def test_result_scope_round_trips_typed_values() -> None:
     again = AgenticScope.from_json(result.scope.to_json())
     assert again.read("p") == Point(1, 2)
     assert again.invocations[0].name == "make_point"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Hi {{ x }}",
+        "{{x}}{{ y }} and {{  x  }}\n",
+        "a\r\nb {{ x }}\rc",
+        "{{ x | upper }} {{ y }}",
+        "{% if x %}yes{% endif %} {{ y }}",
+        "{# note #}{{ y }}",
+        "plain text",
+    ],
+)
+@pytest.mark.parametrize("values", [{"x": "otters", "y": 3}, {"x": None, "y": [1, "a"]}, {"x": 1.5, "y": {"k": (1,)}}])
+def test_agent_templates_render_exactly_as_jinja(template: str, values: dict[str, Any]) -> None:
+    from chatclient.agents.agent import _Template
+    from chatclient.templates import default_renderer
+
+    fast = _Template(template)
+    scope = AgenticScope(values)
+    assert fast.render(scope) == default_renderer().render(template, values)
+    assert (fast.parts is not None) == ("|" not in template and "{%" not in template and "{#" not in template)
