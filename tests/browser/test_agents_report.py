@@ -24,13 +24,21 @@ HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2
 @pytest.fixture(scope="module")
 def driver() -> Iterator[Any]:
     if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        pytest.skip(f"no browser here: {CHROMIUM} and {CHROMEDRIVER} are needed (apt-get install chromium chromium-driver)")
+        pytest.skip(
+            f"no browser here: {CHROMIUM} and {CHROMEDRIVER} are needed (apt-get install chromium chromium-driver)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(arg)
     browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     browser.set_page_load_timeout(30)
