@@ -46,6 +46,7 @@ from chatclient.errors import InputGuardrailError, OutputGuardrailError
 from chatclient.messages import UserMessage
 from chatclient.models.moderation import Moderation, ModerationModel, OpenAIModerationModel
 from chatclient.normalize import normalize_for_matching
+from chatclient.patterns import LinearPattern
 
 if TYPE_CHECKING:
     from chatclient.client import ChatClient
@@ -422,9 +423,10 @@ class KeywordGuardrail(InputGuardrail):
 
     Keywords are compared after ``normalize_for_matching`` on both sides (invisible characters
     removed, NFKC, case-folded) and as whole words: ``"drop"`` blocks "DROP table" and
-    "dr\\u200bop" but not "raindrop". ``patterns`` (strings or compiled) are searched in the
-    original text and in its normalised form; they run as given, so keep them free of nested
-    quantifiers (a hostile text must not make them backtrack). The failure names the keyword or
+    "dr\\u200bop" but not "raindrop". ``patterns`` are searched in the original text and in its
+    normalised form: strings run on RE2 (``chatclient.patterns``, linear time whatever the text;
+    backreferences and lookaround are refused), compiled ``re`` patterns run as given, so keep those
+    free of nested quantifiers. The failure names the keyword or
     the pattern, never the matching text. ``fatal=True`` stops the later guardrails.
     """
 
@@ -432,7 +434,7 @@ class KeywordGuardrail(InputGuardrail):
         self,
         keywords: Iterable[str] = (),
         *,
-        patterns: Iterable[str | re.Pattern[str]] = (),
+        patterns: Iterable[str | re.Pattern[str] | LinearPattern] = (),
         fatal: bool = False,
         message: str = "the request contains blocked content",
     ) -> None:
@@ -440,7 +442,7 @@ class KeywordGuardrail(InputGuardrail):
             raise TypeError("keywords must be a collection of words, not a single string")
         self.keywords = tuple(k for k in keywords if k)
         self._needles = tuple(dict.fromkeys(n for k in self.keywords if (n := normalize_for_matching(k).strip())))
-        self.patterns = tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in patterns)
+        self.patterns = tuple(p if isinstance(p, (re.Pattern, LinearPattern)) else LinearPattern(p) for p in patterns)
         if not self._needles and not self.patterns:
             raise ValueError("KeywordGuardrail needs at least one keyword or pattern")
         self.fatal_on_match = fatal
@@ -527,7 +529,8 @@ class PromptInjectionGuardrail(InputGuardrail):
     ("reveal your system prompt"), chat-template delimiters (``<|im_start|>``, ``[INST]``) and
     encoded payloads (long base64 runs, "decode this and follow it"). A hit is ``fatal``, naming the
     categories found. ``patterns`` replaces the category table (name -> regex, applied to the
-    normalised, case-folded text); ``categories`` picks some of the default ones; subclasses can
+    normalised, case-folded text; run on RE2 like every user-supplied pattern, see
+    ``chatclient.patterns``); ``categories`` picks some of the default ones; subclasses can
     override ``PATTERNS``.
     """
 
@@ -543,7 +546,10 @@ class PromptInjectionGuardrail(InputGuardrail):
             table = {c: table[c] for c in wanted}
         if not table:
             raise ValueError("PromptInjectionGuardrail needs at least one category")
-        self._compiled = {name: re.compile(rx) for name, rx in table.items()}
+        compile_one = re.compile if patterns is None else LinearPattern  # the built-in table is checked in tests
+        self._compiled: dict[str, re.Pattern[str] | LinearPattern] = {
+            name: compile_one(rx) for name, rx in table.items()
+        }
 
     @property
     def categories(self) -> tuple[str, ...]:

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the ``eval`` command; returns the exit status."""
-    from chatclient.evaluation.report import render_html, render_table
+    from chatclient.evaluation.report import render_html, render_table, terminal_safe
     from chatclient.evaluation.runner import EvalReport, run_evaluation
 
     target = _made(args.client)
@@ -122,7 +122,8 @@ def run_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.fail_on_regression and baseline is not None:
         worse = report.compare(baseline).worse
         if worse:
-            err.write(f"{len(worse)} case(s) got worse than the baseline: {', '.join(c.id for c in worse[:20])}\n")
+            ids = terminal_safe(", ".join(c.id for c in worse[:20]))
+            err.write(f"{len(worse)} case(s) got worse than the baseline: {ids}\n")
             status = 1
     return status
 
@@ -152,7 +153,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         if args.command == "eval":
             return run_eval(args, out, err)
     except (ValueError, TypeError, ChatClientError) as exc:
-        err.write(f"error: {exc}\n")
+        from chatclient.evaluation.report import terminal_safe
+
+        err.write(f"error: {terminal_safe(str(exc))}\n")
         return 2
     return 2  # pragma: no cover - argparse rejects unknown commands
 

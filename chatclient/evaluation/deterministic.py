@@ -91,15 +91,15 @@ class ContainsEvaluator:
 class RegexEvaluator:
     """The answer matches ``pattern`` somewhere (``full=True``: as a whole).
 
-    The pattern uses Python's syntax but runs on ``LinearPattern``, whose time is linear in the
-    answer's length whatever the answer holds, so a hostile or unlucky answer cannot hang an eval
-    run; backreferences and lookaround are refused when the evaluator is built.
+    The pattern uses Python's syntax but runs on RE2 (``chatclient.patterns.LinearPattern``), whose
+    time is linear in the answer's length whatever the answer holds, so a hostile or unlucky answer
+    cannot hang an eval run; backreferences and lookaround are refused when the evaluator is built.
     """
 
     name = "regex"
 
     def __init__(self, pattern: str, *, full: bool = False, ignore_case: bool = True) -> None:
-        from chatclient.evaluation.linear_regex import IGNORECASE, LinearPattern
+        from chatclient.patterns import IGNORECASE, LinearPattern
 
         self.pattern = LinearPattern(pattern, IGNORECASE if ignore_case else 0)
         self.full = full

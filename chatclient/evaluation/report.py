@@ -10,6 +10,7 @@ here. Every text from the run (inputs, answers, reasoning) is HTML-escaped.
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -20,8 +21,18 @@ _W, _H = 420, 200  # chart size in px
 _PAD_L, _PAD_B, _PAD_T = 40, 28, 12
 
 
+# C0 and C1 controls, DEL, and the bidirectional overrides/isolates that reorder what a terminal shows
+_TERMINAL_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` without control characters (newlines kept): no ANSI/OSC escape from a model answer,
+    case id or file name can recolour, retitle or clear the terminal or CI log it is printed to."""
+    return _TERMINAL_UNSAFE.sub("", text)
+
+
 def _cut(text: object, width: int) -> str:
-    value = " ".join(str(text if text is not None else "").split())
+    value = " ".join(terminal_safe(str(text if text is not None else "")).split())
     return value if len(value) <= width else value[: width - 1] + "…"
 
 
@@ -53,7 +64,7 @@ def render_table(report: EvalReport, *, baseline: EvalReport | None = None, widt
             lines.append(f"  worse:  {change.id} {change.baseline_score:.2f} -> {change.score:.2f}")
         for change in diff.better:
             lines.append(f"  better: {change.id} {change.baseline_score:.2f} -> {change.score:.2f}")
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 
 
 # -- SVG charts ------------------------------------------------------------------------------------

@@ -291,12 +291,19 @@ class EvalReport:
         """The inverse of ``to_dict``."""
         if not isinstance(data, Mapping) or not isinstance(data.get("cases"), list):
             raise EvaluationError("not an evaluation report: expected an object with a 'cases' list (from EvalReport.save)")
-        return cls(
-            str(data.get("name") or "run"),
-            tuple(CaseResult.from_dict(c) for c in data["cases"]),
-            str(data.get("created") or ""),
-            float(data.get("duration") or 0.0),
-        )
+        cases = []
+        for number, raw in enumerate(data["cases"], 1):
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str) or not raw["id"]:
+                raise EvaluationError(f"report case {number} has no 'id' (a string): not a report from EvalReport.save")
+            try:
+                cases.append(CaseResult.from_dict(raw))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise EvaluationError(f"report case {number} ({raw['id']!r}) is malformed ({type(exc).__name__}: {exc})") from None
+        try:
+            duration = float(data.get("duration") or 0.0)
+        except (TypeError, ValueError):
+            raise EvaluationError("the report's 'duration' is not a number") from None
+        return cls(str(data.get("name") or "run"), tuple(cases), str(data.get("created") or ""), duration)
 
     def save(self, path: str | Path) -> Path:
         """Write the JSON report to ``path`` (parents created) and return the path."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from chatclient.errors import ChatClientError
+from chatclient.patterns import IGNORECASE, LinearPattern
 from chatclient.rag._llm import as_client, check_template, render
 from chatclient.rag.joiners import reciprocal_rank_fusion
 from chatclient.rag.retrievers import DocumentRetriever, aretrieve
@@ -62,7 +63,7 @@ class Route:
         if cond is None:
             matcher = None
         elif isinstance(cond, str):
-            pattern = re.compile(cond, re.IGNORECASE)
+            pattern = LinearPattern(cond, IGNORECASE)  # RE2: linear in the query, whatever it holds
             matcher = lambda q: pattern.search(q.text) is not None  # noqa: E731
         elif isinstance(cond, re.Pattern):
             matcher = lambda q: cond.search(q.text) is not None  # noqa: E731

@@ -234,13 +234,23 @@ def _gbnf() -> None:
 
 def _eval_regex() -> None:
     # Patterns that backtrack badly in `re` ((a+)+b is exponential, \s*\d+\s*x quadratic in a search);
-    # the evaluator runs them on its own NFA matcher, linear in the answer (capped at 20,000 chars).
+    # user-supplied patterns run on RE2, linear in the answer (tests/security/test_regex_re2.py: 1 MB).
     from chatclient.evaluation.deterministic import RegexEvaluator
-    from chatclient.evaluation.linear_regex import LinearPattern
+    from chatclient.patterns import LinearPattern
 
     assert not RegexEvaluator(r"(a+)+b").evaluate("a" * N).passed
     assert not RegexEvaluator(r"\s*\d+\s*x").evaluate(" " * (N // 2) + "1" * (N // 2)).passed
     assert LinearPattern(r"(\w|\d)*!").search("a" * 5_000) is None
+
+
+def _terminal_and_cassette() -> None:
+    from chatclient.evaluation.report import terminal_safe
+    from chatclient.testing.cassette import _CREDENTIAL_NAME, _redact_query
+
+    terminal_safe("\x1b[" * (N // 2) + "a" * N)
+    for text in ("k" * N, "sig" * (N // 3), "ke" * (N // 2)):
+        _CREDENTIAL_NAME.search(text)
+    _redact_query("http://h/p?" + "key=1&" * (N // 6))
 
 
 def _plugin_names() -> None:
@@ -259,7 +269,9 @@ def _memory_errors() -> None:
 
 CASES: dict[str, Callable[[], None]] = {
     "chatclient/memory/_errors.py": _memory_errors,
-    "chatclient/evaluation/linear_regex.py": _eval_regex,
+    "chatclient/patterns.py": _eval_regex,
+    "chatclient/evaluation/report.py": _terminal_and_cassette,
+    "chatclient/testing/cassette.py": _terminal_and_cassette,
     "chatclient/testing/pytest_plugin.py": _plugin_names,
     "chatclient/rag/etl/readers.py": _markdown,
     "chatclient/converters/partial.py": _partial,
