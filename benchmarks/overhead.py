@@ -1,9 +1,19 @@
 """Framework overhead per call: a zero-latency model behind chains of 0, 1, 5 and 20 advisors.
 
-Run: .venv/bin/python benchmarks/overhead.py
+Run: .venv/bin/python benchmarks/overhead.py [--baseline REV]
 Prints the median microseconds per full ``client.prompt(...).call().content()`` (and the async
 twin), so what is measured is everything chatclient does around the model: building the request,
 sorting and walking the chain, the terminal advisor, and the response spec.
+
+Against LangChain (``pip install langchain-core``, in the ``bench`` extra): the same request as an
+LCEL chain — ``ChatPromptTemplate`` (the user message) | five ``RunnableLambda`` pass-throughs (the
+five advisors) | a zero-latency LangChain chat model | ``StrOutputParser`` — ``invoke``d in rounds
+interleaved with chatclient's, so both see the same machine load; the ratio is printed for every
+round (goal: at least 20x less time per call than LCEL in every round).
+
+``--baseline REV`` measures the 5-advisor call of another commit (its ``chatclient``/``advisors``
+exported with ``git archive``) and of this tree in alternating fresh interpreters, and prints both:
+a before/after in one run.
 """
 
 from __future__ import annotations
@@ -167,7 +177,113 @@ def service_vs_fluent_us(rounds: int = 15, per_round: int = 400) -> tuple[tuple[
     return measure(fluent, rounds), measure(facade, rounds)
 
 
+def lcel_chain(advisors: int = 5) -> Any | None:
+    """The LCEL equivalent of ``client.prompt(q).call().content()`` with ``advisors`` advisors, or None
+    when langchain-core is not installed."""
+    try:
+        from langchain_core.language_models.chat_models import BaseChatModel as LangChainChatModel
+        from langchain_core.messages import AIMessage
+        from langchain_core.output_parsers import StrOutputParser
+        from langchain_core.outputs import ChatGeneration, ChatResult
+        from langchain_core.prompts import ChatPromptTemplate
+        from langchain_core.runnables import RunnableLambda
+    except ImportError:
+        return None
+
+    class InstantLangChainModel(LangChainChatModel):
+        """Answers immediately, like ``InstantModel``."""
+
+        @property
+        def _llm_type(self) -> str:
+            return "instant"
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="ok"))])
+
+    def passthrough(value: Any) -> Any:
+        return value
+
+    chain: Any = ChatPromptTemplate.from_messages([("human", "{question}")])
+    for _ in range(advisors):
+        chain = chain | RunnableLambda(passthrough)
+    chain = chain | InstantLangChainModel() | StrOutputParser()
+    assert chain.invoke({"question": "hi"}) == "ok"
+    return chain
+
+
+def versus_lcel(rounds: int = 9) -> None:
+    """chatclient and LCEL, 5 advisors / 5 steps, measured in interleaved rounds; the ratio per round."""
+    chain = lcel_chain()
+    if chain is None:
+        print("LCEL comparison skipped: pip install langchain-core (in the bench extra)")
+        return
+    client = client_with(5)
+    median_us_sync(client, rounds=2, per_round=100)  # warm-up
+    ours_us, theirs_us = [], []
+    for _ in range(rounds):
+        ours_us.append(median_us_sync(client, rounds=3, per_round=300)[1])
+        start = time.perf_counter_ns()
+        for _ in range(30):
+            chain.invoke({"question": "hi"})
+        theirs_us.append((time.perf_counter_ns() - start) / 30 / 1000)
+    ratios = [t / o for o, t in zip(ours_us, theirs_us, strict=True)]
+    print(
+        f"vs LangChain LCEL (5 steps, zero-latency model), µs/call: chatclient {statistics.median(ours_us):.1f}, "
+        f"LCEL {statistics.median(theirs_us):.1f}; LCEL takes {statistics.median(ratios):.0f}x as long "
+        f"(lowest round {min(ratios):.0f}x; goal >= 20x in every round: {'met' if min(ratios) >= 20 else 'NOT met'})"
+    )
+
+
+_WORKER = """
+import sys, json
+sys.path.insert(0, {root!r}); sys.path.insert(1, {bench!r})
+import chatclient  # from the tree under test, before overhead.py puts this checkout first on the path
+assert chatclient.__file__.startswith({root!r}), chatclient.__file__
+import overhead
+client = overhead.client_with(5)
+overhead.median_us_sync(client, rounds=2, per_round=100)
+print(json.dumps(overhead.median_us_sync(client, rounds=5, per_round=300)))
+"""
+
+
+def before_after(rev: str, rounds: int = 6) -> None:
+    """The 5-advisor call of commit ``rev`` and of this tree, in alternating fresh interpreters."""
+    import json
+    import shutil
+    import tarfile
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    folder = Path(tempfile.mkdtemp(prefix="overhead-baseline-"))
+    try:
+        archive = subprocess.run(
+            ["git", "archive", rev, "chatclient", "advisors"], cwd=root, capture_output=True, check=True
+        ).stdout
+        archive_path = folder / "tree.tar"
+        archive_path.write_bytes(archive)
+        with tarfile.open(archive_path) as tar:
+            tar.extractall(folder / "tree", filter="data")
+        samples: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(rounds):
+            for label, tree in (("before", folder / "tree"), ("after", root)):
+                code = _WORKER.format(root=str(tree), bench=str(root / "benchmarks"))
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+                samples[label].append(json.loads(out.strip().splitlines()[-1])[1])
+        before, after = statistics.median(samples["before"]), statistics.median(samples["after"])
+        print(
+            f"before/after, 5 advisors sync, best-round µs/call, median of {rounds} alternating interpreters: "
+            f"{rev} {before:.1f} -> this tree {after:.1f} ({(after - before) / before * 100:+.1f}%)"
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--baseline", metavar="REV", help="also measure the 5-advisor call of this git revision")
+    args = parser.parse_args()
     print("µs per call: median of 15 rounds (best round in brackets; on a busy machine the best is the fairer figure)")
     print("chain length | sync µs/call     | async µs/call")
     results = {}
@@ -198,6 +314,9 @@ def main() -> None:
         f"({fluent[1]:.1f}) | service {facade[0]:.1f} ({facade[1]:.1f}) | the facade adds {added:.1f} µs "
         f"(best rounds; target < 10 µs: {'met' if added < 10 else 'NOT met'})"
     )
+    versus_lcel()
+    if args.baseline:
+        before_after(args.baseline)
     ms, heavy = import_time_ms()
     print(f"import chatclient: {ms:.1f} ms (median of 5 fresh interpreters); heavy modules imported: {heavy or 'none'}")
 
