@@ -202,7 +202,32 @@ def check_vector_stores(out: str) -> None:
     assert "A: From the FAQ: Descale the kettle every four weeks with citric acid." in out
 
 
+def check_agents_workflow(out: str) -> None:
+    assert "plan: Day 1: walk the old town in the sun. Day 2: the jazz night at the harbour. Day 3: the maritime" in out
+    assert "final score: 0.9" in out
+    # the research block ran its two agents, then the critic/reviser loop ran until the score was good
+    assert re.search(
+        r"- research .*\n    - weather .*\n    - events .*\n  - writer .*\n  - loop .*\n"
+        r"    - critic .*\n    - reviser .*\n    - critic ",
+        out,
+    )
+    assert re.search(r"HTML report: \d+ characters, 9 agent nodes", out)
+    assert "  started trip\n  started research" in out and "  finished trip" in out
+
+
+def check_agents_human_recovery(out: str) -> None:
+    assert "supervisor chose: ['lookup_order', 'refund']" in out
+    assert "refund note: refunded 19.90 EUR for B-42" in out
+    assert "waiting for a person: Send this reply? Dear customer, your order B-42 was lost" in out
+    assert "after resume: sent (yes, approved by Ada): Dear customer" in out
+    assert "writer replayed, not called again: True" in out
+    assert "first run failed: AgentExecutionError - agent 'billing > mail_invoice' failed: ConnectionError" in out
+    assert "calls: ['make_invoice', 'mail_invoice', 'mail_invoice']" in out
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
+    "agents_workflow.py": check_agents_workflow,
+    "agents_human_recovery.py": check_agents_human_recovery,
     "vector_stores.py": check_vector_stores,
     "evaluation.py": check_evaluation,
     "ai_service.py": check_ai_service,
