@@ -1,7 +1,7 @@
 """Typed events of a request: what a chat UI shows besides the answer text.
 
 A request produces a sequence of immutable events. Some come from the model's stream
-(``TextDelta``, ``ReasoningDelta``, ``UsageUpdate``, ``Finished``); others are emitted by advisors
+(``TextDelta``, ``ReasoningDelta``, ``HostedToolUsed``, ``UsageUpdate``, ``Finished``); others are emitted by advisors
 while they work (``DocumentsRetrieved`` from retrieval advisors, ``ToolCallStarted`` /
 ``ToolCallFinished`` from the tool loop, ``AdvisorEvent`` for anything else). Read them with
 ``spec.stream().events()`` / ``spec.astream().events()``, or register ``spec.on_event(callback)``
@@ -37,6 +37,7 @@ from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKey
 if TYPE_CHECKING:
     import asyncio
 
+    from chatclient.messages import HostedToolCall
     from chatclient.models.base import ChatResponse, Usage
     from chatclient.rag.documents import Document
 
@@ -87,6 +88,15 @@ class ToolCallFinished(StreamEvent):
     is_error: bool = False
     duration: float = 0.0
     kind = "tool_call_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class HostedToolUsed(StreamEvent):
+    """The provider ran a hosted tool (web search, code execution, web fetch) for the answer: its
+    call and outcome, as on ``AssistantMessage.hosted_tool_calls``."""
+
+    call: HostedToolCall
+    kind = "hosted_tool"
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,6 +441,7 @@ __all__ = [
     "EventCallback",
     "EventSink",
     "Finished",
+    "HostedToolUsed",
     "ReasoningDelta",
     "StreamEvent",
     "TextDelta",
@@ -546,7 +557,7 @@ def _deltas(r: ChatResponse) -> tuple[StreamEvent, ...]:
     generations = r.generations
     message = generations[0].output if generations else None
     usage = r.metadata.usage
-    if message is not None and not message.reasoning and usage.is_empty():
+    if message is not None and not message.reasoning and not message.hosted_tool_calls and usage.is_empty():
         # The common chunk: one piece of text and nothing else.
         text = message.text
         return (TextDelta(text),) if text else ()
@@ -555,6 +566,7 @@ def _deltas(r: ChatResponse) -> tuple[StreamEvent, ...]:
         for reasoning in message.reasoning:
             if reasoning.text:
                 out.append(ReasoningDelta(reasoning.text))
+        out.extend(HostedToolUsed(call) for call in message.hosted_tool_calls)
         if message.text:
             out.append(TextDelta(message.text))
     if not usage.is_empty():

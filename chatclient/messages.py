@@ -5,6 +5,8 @@ Every message compares by value, so memory windows and tests can reason about th
 
 from __future__ import annotations
 
+import mimetypes
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -12,6 +14,9 @@ from types import MappingProxyType
 from typing import Any, TypeAlias
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+MAX_MEDIA_FILE_BYTES = 50 * 1024 * 1024
+"""The largest file ``Media.from_path`` reads unless given another ``max_bytes``."""
 
 
 class MessageType(StrEnum):
@@ -33,10 +38,64 @@ def _freeze(metadata: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Media:
-    """An attachment of a user message: inline bytes or a URL (``data`` as ``str``)."""
+    """An attachment of a user message or a tool result: inline bytes or a URL (``data`` as ``str``).
+
+    >>> Media.from_url("https://example.com/cat.png")
+    Media(mime_type='image/png', data='https://example.com/cat.png')
+    """
 
     mime_type: str
     data: bytes | str
+
+    @classmethod
+    def from_path(
+        cls, path: str | os.PathLike[str], mime_type: str | None = None, *, max_bytes: int = MAX_MEDIA_FILE_BYTES
+    ) -> Media:
+        """The bytes of a local file; the mime type is guessed from the file name unless given.
+
+        A file larger than ``max_bytes`` (50 MiB by default) raises ``ValueError`` before it is read
+        whole; a name whose type cannot be guessed needs ``mime_type=``.
+        """
+        name = os.fspath(path)
+        mime = mime_type or _guess_mime(name)
+        size = os.path.getsize(name)
+        if size > max_bytes:
+            raise ValueError(
+                f"{name} is {size} bytes, more than max_bytes={max_bytes}; pass a larger max_bytes "
+                "or send a URL (Media.from_url) instead"
+            )
+        with open(name, "rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:  # the file grew while we looked
+            raise ValueError(f"{name} is larger than max_bytes={max_bytes}")
+        return cls(mime, data)
+
+    @classmethod
+    def from_url(cls, url: str, mime_type: str | None = None) -> Media:
+        """A media reference by URL (``https:``, or a ``data:`` URL); nothing is downloaded.
+
+        The mime type is guessed from the URL's path (or read from a ``data:`` URL) unless given.
+        """
+        if not isinstance(url, str) or not url.strip():
+            raise ValueError("Media.from_url needs a non-empty URL string")
+        mime = mime_type
+        if mime is None and url.startswith("data:"):
+            mime = url[5:].split(",", 1)[0].split(";", 1)[0] or None
+        if mime is None:
+            mime = _guess_mime(url.split("?", 1)[0].split("#", 1)[0])
+        return cls(mime, url)
+
+    @property
+    def size(self) -> int:
+        """Inline bytes (0 for a URL)."""
+        return 0 if isinstance(self.data, str) else len(self.data)
+
+
+def _guess_mime(name: str) -> str:
+    mime, _ = mimetypes.guess_type(name, strict=False)
+    if mime is None:
+        raise ValueError(f"cannot tell the mime type of {name!r} from its name; pass mime_type='...'")
+    return mime
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +137,62 @@ class Reasoning:
 
 @dataclass(frozen=True, slots=True)
 class ToolResponse:
-    """The result of one tool call, sent back to the model."""
+    """The result of one tool call, sent back to the model.
+
+    ``media`` holds images, audio or documents the tool returned beside its text (a tool returning
+    ``Media`` or ``chatclient.tools.ToolResult``); each provider sends them in its own way.
+    """
 
     id: str
     name: str
     response_data: str
     is_error: bool = False
+    media: tuple[Media, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "media", tuple(self.media))
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A source the answer cites (a web search result, a fetched page): where in the text and from where.
+
+    ``start``/``end`` are character offsets into the message text when the provider gives them.
+    """
+
+    url: str
+    title: str | None = None
+    cited_text: str | None = None
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostedToolCall:
+    """A hosted (server-side) tool the provider ran during the turn, with its outcome.
+
+    ``name`` is the portable name (``"web_search"``, ``"code_execution"``, ``"web_fetch"``) or the
+    provider's own for other hosted tools; ``input`` what the model asked (``query``, ``code``,
+    ``url``); ``output`` the result in plain data (``sources`` of a search, ``stdout``/``stderr``/
+    ``return_code`` or ``logs`` of code, ``error`` when the tool failed); ``raw`` the provider's own
+    items, sent back verbatim in the next request to the same provider (``provider`` names it).
+    """
+
+    id: str
+    name: str
+    input: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    output: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    status: str | None = None
+    provider: str | None = None
+    raw: tuple[Mapping[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "input", _freeze(self.input))
+        object.__setattr__(self, "output", _freeze(self.output))
+        object.__setattr__(self, "raw", tuple(self.raw))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.name, self.status))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +239,9 @@ class AssistantMessage:
 
     ``reasoning`` holds the model's thinking blocks in the order they came (kept apart from
     ``text``, which is the answer only); ``refusal`` is the model's explanation when it declined to
-    answer (OpenAI ``message.refusal``), ``None`` otherwise.
+    answer (OpenAI ``message.refusal``), ``None`` otherwise. ``hosted_tool_calls`` are the hosted
+    tools (web search, code execution, web fetch) the provider ran for this turn and
+    ``citations`` the sources the text cites.
     """
 
     text: str | None = None
@@ -138,11 +249,17 @@ class AssistantMessage:
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     reasoning: tuple[Reasoning, ...] = ()
     refusal: str | None = None
+    hosted_tool_calls: tuple[HostedToolCall, ...] = ()
+    citations: tuple[Citation, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         object.__setattr__(self, "metadata", _freeze(self.metadata))
         object.__setattr__(self, "reasoning", tuple(self.reasoning))
+        if self.hosted_tool_calls:
+            object.__setattr__(self, "hosted_tool_calls", tuple(self.hosted_tool_calls))
+        if self.citations:
+            object.__setattr__(self, "citations", tuple(self.citations))
 
     @property
     def reasoning_text(self) -> str:

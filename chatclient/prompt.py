@@ -28,6 +28,17 @@ class ToolDefinition:
     input_schema: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class HostedToolDefinition(ToolDefinition):
+    """The definition of a hosted tool (``chatclient.tools.builtin``): the provider runs it, not chatclient.
+
+    ``tool`` is the hosted tool object; a provider asks ``tool.declaration(api)`` for its wire
+    declaration (``(declaration dict, beta header or None)``, or ``None`` when ``api`` cannot run it).
+    """
+
+    tool: Any = None
+
+
 class Prompt:
     """Messages for one model call, plus options and tool definitions. Immutable.
 

@@ -19,6 +19,7 @@ from chatclient.messages import AssistantMessage, Message, UserMessage
 from chatclient.tools.callback import FunctionToolCallback, ToolCallback
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import resolve_tools
+from chatclient.tools.results import ToolResult
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -136,6 +137,26 @@ def _prompt_messages(result: Any) -> list[types.PromptMessage]:
     return messages
 
 
+def _result_content(result: str | ToolResult) -> list[Any]:
+    """MCP content for a tool's result: its text, then its images and audio (other media as links)."""
+    if not isinstance(result, ToolResult):
+        return [types.TextContent(text=result)]
+    import base64
+
+    content: list[Any] = [types.TextContent(text=result.text)] if result.text or not result.media else []
+    for media in result.media:
+        mime = media.mime_type.lower()
+        if isinstance(media.data, bytes) and mime.startswith(("image/", "audio/")):
+            data = base64.b64encode(media.data).decode("ascii")
+            kind = types.ImageContent if mime.startswith("image/") else types.AudioContent
+            content.append(kind(data=data, mime_type=media.mime_type))
+        elif isinstance(media.data, str):
+            content.append(types.TextContent(text=f"[{media.mime_type}: {media.data}]"))
+        else:
+            content.append(types.TextContent(text=f"[{media.mime_type} attachment, {len(media.data)} bytes]"))
+    return content
+
+
 def build_server(
     tools: Sequence[Any] = (),
     resources: Mapping[str, Any] | Sequence[Document] = (),
@@ -192,7 +213,7 @@ def build_server(
             return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
         except ToolError as exc:
             return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
-        return types.CallToolResult(content=[types.TextContent(text=text)])
+        return types.CallToolResult(content=_result_content(text))
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         listed = []

@@ -3,7 +3,8 @@
 A provider is passed to ``.tools(provider)`` or ``.default_tools(provider)`` like any tool. Its
 tools are indistinguishable from ``@tool`` functions to the advisor chain: the name, description
 and input schema come straight from the server, and a result comes back as the text the model
-reads. Tool lists are cached per server and refreshed when the server announces
+reads, with the images and audio the server returned passed through as media (a ``ToolResult``).
+Tool lists are cached per server and refreshed when the server announces
 ``notifications/tools/list_changed``, so a running tool loop sees the new list on its next turn.
 """
 
@@ -24,6 +25,7 @@ from chatclient.messages import Media
 from chatclient.prompt import ToolDefinition
 from chatclient.tools.callback import ToolArgumentsError, ToolCallback
 from chatclient.tools.context import ToolContext
+from chatclient.tools.results import ToolResult
 
 DEFAULT_MAX_RESULT_CHARS = 100_000
 """Tool results longer than this reach the model cut, with a marker saying how much was dropped."""
@@ -201,14 +203,15 @@ class McpToolCallback:
             )
         return value
 
-    def _text(self, result: types.CallToolResult) -> str:
+    def _text(self, result: types.CallToolResult) -> str | ToolResult:
         mapped = map_result(result, max_chars=self.max_result_chars)
         if mapped.is_error:
             raise ToolExecutionError(
                 f"tool {self.definition.name!r} reported an error: {mapped.text or '(no message)'}",
                 self.definition.name,
             )
-        return mapped.text
+        # Images and audio go to the model as media; the text keeps its "[... attachment]" markers.
+        return ToolResult(mapped.text, mapped.media) if mapped.media else mapped.text
 
     def _on_progress(self) -> Callable[[float, float | None, str | None], object] | None:
         progress = self.progress
@@ -217,14 +220,14 @@ class McpToolCallback:
         name = self.definition.name
         return lambda value, total, message: progress(name, value, total, message)
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str:
-        """Call the server tool and return its result as text (the tool context is never sent)."""
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
+        """Call the server tool and return its result as text, or text and media (the tool context is never sent)."""
         result = self.client.call_tool(
             self.tool_name, self._arguments(arguments), timeout=self._call_timeout, progress=self._on_progress()
         )
         return self._text(result)
 
-    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         """Async twin of ``call``."""
         result = await self.client.acall_tool(
             self.tool_name, self._arguments(arguments), timeout=self._call_timeout, progress=self._on_progress()

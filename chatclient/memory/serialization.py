@@ -6,7 +6,8 @@ An assistant message keeps its reasoning blocks (text, signature, redacted data,
 refusal and each tool call's provider metadata (e.g. a Gemini ``thought_signature``), because a
 provider may require them back in the next request.
 
-Versions: 1 is the original format; 2 adds ``reasoning``, ``refusal`` and tool-call ``metadata``.
+Versions: 1 is the original format; 2 adds ``reasoning``, ``refusal`` and tool-call ``metadata``;
+3 adds hosted tool calls and citations of an assistant message and the media of tool responses.
 A message is written with the lowest version that holds it, so a store stays readable by older
 chatclient releases until a message actually needs the new fields (an older release then refuses
 that record with advice to upgrade, instead of silently dropping a signature).
@@ -29,6 +30,8 @@ from typing import Any
 from chatclient import jsonsafe
 from chatclient.messages import (
     AssistantMessage,
+    Citation,
+    HostedToolCall,
     Media,
     Message,
     Reasoning,
@@ -39,7 +42,7 @@ from chatclient.messages import (
     UserMessage,
 )
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The newest format version; readers accept versions up to this one, writers use the lowest that fits."""
 
 _BASE_VERSION = 1
@@ -62,11 +65,14 @@ def message_to_dict(message: Message) -> dict[str, Any]:
         if message.refusal is not None:
             out["v"] = 2
             out["refusal"] = message.refusal
+        if message.hosted_tool_calls:
+            out["v"] = 3
+            out["hosted_tool_calls"] = [_hosted_to_dict(h) for h in message.hosted_tool_calls]
+        if message.citations:
+            out["v"] = 3
+            out["citations"] = [_citation_to_dict(c) for c in message.citations]
     if isinstance(message, ToolResponseMessage):
-        out["responses"] = [
-            {"id": r.id, "name": r.name, "response_data": r.response_data, "is_error": r.is_error}
-            for r in message.responses
-        ]
+        out["responses"] = [_response_to_dict(r, out) for r in message.responses]
     if message.metadata:
         try:
             out["metadata"] = _plain(message.metadata, "metadata")
@@ -105,10 +111,18 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             refusal = data.get("refusal")
             if refusal is not None and not isinstance(refusal, str):
                 raise TypeError("'refusal' must be a string")
-            return AssistantMessage(data.get("text"), calls, metadata=metadata, reasoning=reasoning, refusal=refusal)
+            hosted = tuple(_hosted_from_dict(h) for h in data.get("hosted_tool_calls", ()))
+            citations = tuple(_citation_from_dict(c) for c in data.get("citations", ()))
+            return AssistantMessage(data.get("text"), calls, metadata, reasoning, refusal, hosted, citations)
         if kind == "tool":
             responses = tuple(
-                ToolResponse(r["id"], r["name"], r["response_data"], bool(r.get("is_error", False)))
+                ToolResponse(
+                    r["id"],
+                    r["name"],
+                    r["response_data"],
+                    bool(r.get("is_error", False)),
+                    tuple(_media_from_dict(m) for m in r.get("media", ())),
+                )
                 for r in data["responses"]
             )
             return ToolResponseMessage(responses, metadata=metadata)
@@ -179,6 +193,57 @@ def _reasoning_from_dict(data: Any) -> Reasoning:
         if value is not None and not isinstance(value, str):
             raise TypeError(f"reasoning {key!r} must be a string")
     return Reasoning(values["text"] or "", values["signature"], values["redacted"], values["provider"])
+
+
+def _response_to_dict(r: ToolResponse, out: dict[str, Any]) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": r.id, "name": r.name, "response_data": r.response_data, "is_error": r.is_error}
+    if r.media:
+        out["v"] = 3
+        d["media"] = [_media_to_dict(m) for m in r.media]
+    return d
+
+
+def _hosted_to_dict(h: HostedToolCall) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": h.id, "name": h.name}
+    if h.input:
+        d["input"] = _plain(h.input, "hosted tool input")
+    if h.output:
+        d["output"] = _plain(h.output, "hosted tool output")
+    for key in ("status", "provider"):
+        value = getattr(h, key)
+        if value is not None:
+            d[key] = value
+    if h.raw:
+        d["raw"] = [_plain(item, "hosted tool raw item") for item in h.raw]
+    return d
+
+
+def _hosted_from_dict(data: Any) -> HostedToolCall:
+    if not isinstance(data, Mapping):
+        raise TypeError("a hosted tool call must be an object")
+    raw = data.get("raw", ())
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise TypeError("a hosted tool call's 'raw' must be a list of objects")
+    return HostedToolCall(
+        str(data["id"]),
+        str(data["name"]),
+        _restore(data.get("input") or {}),
+        _restore(data.get("output") or {}),
+        data.get("status"),
+        data.get("provider"),
+        tuple(_restore(item) for item in raw),
+    )
+
+
+def _citation_to_dict(c: Citation) -> dict[str, Any]:
+    fields = (("url", c.url), ("title", c.title), ("cited_text", c.cited_text), ("start", c.start), ("end", c.end))
+    return {k: v for k, v in fields if v is not None}
+
+
+def _citation_from_dict(data: Any) -> Citation:
+    if not isinstance(data, Mapping):
+        raise TypeError("a citation must be an object")
+    return Citation(str(data["url"]), data.get("title"), data.get("cited_text"), data.get("start"), data.get("end"))
 
 
 def _media_to_dict(media: Media) -> dict[str, Any]:

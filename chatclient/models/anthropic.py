@@ -18,10 +18,16 @@ What a response carries and where it lands:
   with the block's ``signature`` / ``data``); they are sent back, before the text and ``tool_use``
   blocks of their turn, as extended thinking with tools requires. Reasoning made by another
   provider is never sent (Anthropic could not verify it).
-* blocks chatclient has no field for (``server_tool_use``, ``web_search_tool_result`` and the other
-  server-tool results, text ``citations``, unknown future types) -> the turn's whole content, as
-  sent, in ``AssistantMessage.metadata["anthropic_content"]``; a follow-up request sends that
-  content back verbatim as long as the message's text and tool calls still match it.
+* server tools (hosted tools of ``chatclient.tools.builtin``: ``web_search_20250305``,
+  ``code_execution_20250825``, ``web_fetch_20250910``, declared with their beta headers): each
+  ``server_tool_use`` block and its ``*_tool_result`` block -> one ``HostedToolCall`` (name, input,
+  sources / stdout / fetched page, ``raw`` = both blocks); text ``citations`` -> ``citations``.
+* blocks chatclient has no field for (server-tool blocks, text ``citations``, unknown future
+  types) also keep the turn's whole content, as sent, in
+  ``AssistantMessage.metadata["anthropic_content"]``; a follow-up request sends that content back
+  verbatim as long as the message's text and tool calls still match it (otherwise the turn is
+  rebuilt from its fields, hosted tool blocks included).
+* a tool's media (``ToolResult``) -> ``image`` / ``document`` blocks inside its ``tool_result``.
 * ``usage``: ``prompt_tokens`` is the WHOLE input (``input_tokens`` + ``cache_read_input_tokens`` +
   ``cache_creation_input_tokens``, the library-wide rule), ``cached_input_tokens`` the cache reads,
   ``cache_write_tokens`` the cache writes.
@@ -42,21 +48,25 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 import httpx
 
 from chatclient import jsonsafe
-from chatclient.errors import ModelHTTPError, ModelResponseError
+from chatclient.errors import ModelHTTPError, ModelResponseError, UnsupportedFeatureError
 from chatclient.messages import (
     AssistantMessage,
+    Citation,
+    HostedToolCall,
     Media,
     Message,
     Reasoning,
     SystemMessage,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
@@ -68,6 +78,7 @@ from chatclient.models.base import (
     ModelCapabilities,
     Usage,
 )
+from chatclient.models.hosted_tools import split_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
     HTTPChatModel,
@@ -137,6 +148,10 @@ _ERROR_STATUS = {
 
 # Block types chatclient maps to fields of its own; any other type is kept verbatim.
 _PLAIN_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+# Server tools of the code execution tool and the portable name chatclient gives them.
+_SERVER_TOOL_NAMES = {"bash_code_execution": "code_execution", "text_editor_code_execution": "code_execution"}
+HOSTED_API = "anthropic"
+"""The hosted-tool table's name for this API (``chatclient.tools.builtin.DECLARATIONS``)."""
 
 
 # -- request ------------------------------------------------------------------------------------------
@@ -202,6 +217,9 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
             return "assistant", stored
         # Thinking first: the API wants a turn's thinking blocks before its text and tool_use blocks.
         blocks = _reasoning_blocks(m.reasoning)
+        for h in m.hosted_tool_calls:
+            if h.provider == PROVIDER:
+                blocks.extend(dict(raw) for raw in h.raw)
         if m.text:
             blocks.append({"type": "text", "text": m.text})
         blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c)} for c in m.tool_calls)
@@ -209,12 +227,29 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
     if isinstance(m, ToolResponseMessage):
         results = []
         for r in m.responses:
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": r.id, "content": r.response_data}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": r.id, "content": _result_content(r)}
             if r.is_error:
                 block["is_error"] = True
             results.append(block)
         return "user", results
     raise TypeError(f"unsupported message type {type(m).__name__}")  # pragma: no cover
+
+
+def _result_content(r: ToolResponse) -> str | list[dict[str, Any]]:
+    """A tool_result's content: the text, or text and image/document blocks for a tool's media."""
+    if not r.media:
+        return r.response_data
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": r.response_data}] if r.response_data else []
+    for media in r.media:
+        if media.mime_type.lower().startswith(("audio/", "video/")):
+            raise UnsupportedFeatureError(
+                f"Anthropic takes images and documents in tool results, not {media.mime_type} (tool {r.name!r}); "
+                "return a transcript or a file the model can read instead",
+                feature="tool_result_media",
+                provider="Anthropic",
+            )
+        blocks.append(_media_block(media))
+    return blocks
 
 
 def _cache_marker(m: Message) -> dict[str, Any] | None:
@@ -332,7 +367,8 @@ def build_messages_body(prompt: Prompt, options: ChatOptions, *, stream: bool) -
     if options.stop is not None:
         body["stop_sequences"] = list(options.stop)
     if prompt.tools:
-        tools = anthropic_tools(prompt.tools)
+        functions, hosted, _ = split_tools(prompt.tools, api=HOSTED_API, provider="Anthropic")
+        tools = anthropic_tools(functions) + hosted
         if tool_breakpoint:
             tools[-1]["cache_control"] = marker
         body["tools"] = tools
@@ -345,6 +381,13 @@ def build_messages_body(prompt: Prompt, options: ChatOptions, *, stream: bool) -
 
 
 # -- response -----------------------------------------------------------------------------------------
+
+
+def required_betas(prompt: Prompt) -> list[str]:
+    """The ``anthropic-beta`` values the prompt's hosted tools need (see ``chatclient.tools.builtin``)."""
+    if not prompt.tools:
+        return []
+    return split_tools(prompt.tools, api=HOSTED_API, provider="Anthropic")[2]
 
 
 def finish_reason(raw: str | None) -> str | None:
@@ -455,6 +498,68 @@ def _reasoning_of(block: Mapping[str, Any]) -> Reasoning | None:
     return None
 
 
+def _result_output(block: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """(portable output, status) of a server tool's result block."""
+    content = block.get("content")
+    if isinstance(content, list):  # web search: the results
+        sources = [
+            {k: r[k] for k in ("url", "title", "page_age") if r.get(k) is not None}
+            for r in content
+            if isinstance(r, Mapping) and r.get("type") == "web_search_result"
+        ]
+        return {"sources": sources}, "completed"
+    if not isinstance(content, Mapping):
+        return {}, "completed"
+    if "error_code" in content:
+        return {"error": content.get("error_code")}, "failed"
+    kind = str(content.get("type") or "")
+    if kind == "web_fetch_result":
+        doc = content.get("content")
+        title = doc.get("title") if isinstance(doc, Mapping) else None
+        out = {k: content[k] for k in ("url", "retrieved_at") if content.get(k) is not None}
+        if title is not None:
+            out["title"] = title
+        return out, "completed"
+    return {k: v for k, v in content.items() if k != "type" and k != "content"}, "completed"
+
+
+def _citations(block: Mapping[str, Any]) -> list[Citation]:
+    out = []
+    for c in block.get("citations") or ():
+        if isinstance(c, Mapping) and isinstance(c.get("url"), str):
+            title = c.get("title")
+            cited = c.get("cited_text")
+            out.append(
+                Citation(c["url"], title if isinstance(title, str) else None, cited if isinstance(cited, str) else None)
+            )
+    return out
+
+
+def _hosted_call(use: Mapping[str, Any], result: Mapping[str, Any] | None) -> HostedToolCall:
+    name = str(use.get("name") or "")
+    output, status = _result_output(result) if result is not None else ({}, "in_progress")
+    tool_input = use.get("input")
+    raw = (dict(use), dict(result)) if result is not None else (dict(use),)
+    return HostedToolCall(
+        str(use.get("id") or ""),
+        _SERVER_TOOL_NAMES.get(name, name),
+        dict(tool_input) if isinstance(tool_input, Mapping) else {},
+        output,
+        status,
+        PROVIDER,
+        raw,
+    )
+
+
+def _hosted_calls(blocks: Sequence[Mapping[str, Any]]) -> list[HostedToolCall]:
+    results = {
+        b.get("tool_use_id"): b
+        for b in blocks
+        if str(b.get("type") or "").endswith("_tool_result") and b.get("tool_use_id")
+    }
+    return [_hosted_call(b, results.get(b.get("id"))) for b in blocks if b.get("type") == "server_tool_use"]
+
+
 def _needs_raw_content(blocks: Sequence[Mapping[str, Any]]) -> bool:
     return any(b.get("type") not in _PLAIN_BLOCKS or b.get("citations") for b in blocks)
 
@@ -476,10 +581,12 @@ def parse_message(payload: Any) -> ChatResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Reasoning] = []
+    citations: list[Citation] = []
     for block in blocks:
         kind = block.get("type")
         if kind == "text":
             texts.append(block.get("text") or "")
+            citations.extend(_citations(block))
         elif kind == "tool_use":
             calls.append(ToolCall(block["id"], block["name"], _arguments(block.get("input"))))
         elif (r := _reasoning_of(block)) is not None:
@@ -494,6 +601,8 @@ def parse_message(payload: Any) -> ChatResponse:
         metadata=metadata,
         reasoning=tuple(reasoning),
         refusal=_refusal(raw, text, details),
+        hosted_tool_calls=tuple(_hosted_calls(blocks)),
+        citations=tuple(citations),
     )
     gen = Generation(message, _gen_meta(raw, payload.get("stop_sequence"), details))
     return ChatResponse(
@@ -599,6 +708,18 @@ class AnthropicStreamParser:
                     AssistantMessage(None, reasoning=(Reasoning(redacted=state.get("data") or "", provider=PROVIDER),))
                 )
             ]
+        elif str(kind or "").endswith("_tool_result"):
+            # A server tool's result arrives whole; its call (a server_tool_use block) came before it.
+            use = next(
+                (
+                    b
+                    for b in self._blocks.values()
+                    if b.get("type") == "server_tool_use" and b.get("id") == state.get("tool_use_id")
+                ),
+                None,
+            )
+            if use is not None:
+                return [self._chunk(AssistantMessage(None, hosted_tool_calls=(_hosted_call(use, state),)))]
         return []
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> list[ChatResponse]:
@@ -631,6 +752,9 @@ class AnthropicStreamParser:
                 ]
         elif kind == "citations_delta" and delta.get("citation") is not None:
             state["citations"] = [*(state.get("citations") or []), delta["citation"]]
+            found = _citations({"citations": [delta["citation"]]})
+            if found:
+                return [self._chunk(AssistantMessage(None, citations=tuple(found)))]
         return []
 
     def _stop(self, index: int) -> list[ChatResponse]:
@@ -717,6 +841,8 @@ class AnthropicChatModel(HTTPChatModel):
 
     ``api_key`` defaults to ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``), ``base_url`` to
     ``ANTHROPIC_BASE_URL`` or the public API; ``api_version`` is the ``anthropic-version`` header.
+    A request whose hosted tools need a beta (code execution, web fetch) is sent with the
+    ``anthropic-beta`` header they need, added to any given in ``headers``.
     """
 
     provider = "Anthropic"
@@ -748,6 +874,31 @@ class AnthropicChatModel(HTTPChatModel):
         all_headers = {**(headers or {}), "anthropic-version": api_version}
         if key:
             all_headers["x-api-key"] = key
+        # What a sibling model with extra beta headers is built from (see _for_betas).
+        self._settings: dict[str, Any] = {
+            "model": model,
+            "api_key": key,
+            "base_url": url,
+            "options": options,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "http_client": http_client,
+            "async_http_client": async_http_client,
+            "capabilities": capabilities,
+            "api_version": api_version,
+            "backoff_base": backoff_base,
+            "backoff_max": backoff_max,
+            "response_limits": response_limits,
+        }
+        self._given_headers = dict(headers or {})
+        self._betas = frozenset(
+            b.strip()
+            for name, v in self._given_headers.items()
+            if name.lower() == "anthropic-beta"
+            for b in v.split(",")
+        )
+        self._siblings: dict[tuple[str, ...], AnthropicChatModel] = {}
+        self._siblings_lock = threading.Lock()
         super().__init__(
             model=model,
             base_url=url,
@@ -769,6 +920,52 @@ class AnthropicChatModel(HTTPChatModel):
     def build_body(self, prompt: Prompt, *, stream: bool) -> dict[str, Any]:
         """The provider request body for ``prompt`` (constructor options merged under the prompt's)."""
         return build_messages_body(prompt, self.options_for(prompt), stream=stream)
+
+    def _for_betas(self, prompt: Prompt) -> AnthropicChatModel | None:
+        """A model that sends the beta headers the prompt's hosted tools need, or None when this one does."""
+        missing = tuple(b for b in required_betas(prompt) if b not in self._betas)
+        if not missing:
+            return None
+        with self._siblings_lock:
+            sibling = self._siblings.get(missing)
+            if sibling is None:
+                betas = ",".join([*sorted(self._betas), *missing])
+                headers = {k: v for k, v in self._given_headers.items() if k.lower() != "anthropic-beta"}
+                sibling = AnthropicChatModel(**self._settings, headers={**headers, "anthropic-beta": betas})
+                self._siblings[missing] = sibling
+            return sibling
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        """Send the prompt and wait for the whole answer."""
+        sibling = self._for_betas(prompt)
+        return sibling.call(prompt) if sibling is not None else super().call(prompt)
+
+    async def acall(self, prompt: Prompt) -> ChatResponse:
+        """Async ``call``."""
+        sibling = self._for_betas(prompt)
+        return await (sibling.acall(prompt) if sibling is not None else super().acall(prompt))
+
+    def stream(self, prompt: Prompt) -> Iterator[ChatResponse]:
+        """Stream the answer as delta chunks (see ``HTTPChatModel.stream``)."""
+        sibling = self._for_betas(prompt)
+        return sibling.stream(prompt) if sibling is not None else super().stream(prompt)
+
+    def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        """Async ``stream``."""
+        sibling = self._for_betas(prompt)
+        return sibling.astream(prompt) if sibling is not None else super().astream(prompt)
+
+    def close(self) -> None:
+        """Release pooled connections (those of the beta-header siblings too)."""
+        for sibling in list(self._siblings.values()):
+            sibling.close()
+        super().close()
+
+    async def aclose(self) -> None:
+        """Async ``close``."""
+        for sibling in list(self._siblings.values()):
+            await sibling.aclose()
+        await super().aclose()
 
     def parse_response(self, payload: Any) -> ChatResponse:
         """The ``ChatResponse`` for a provider JSON payload."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from chatclient.messages import AssistantMessage, Reasoning, ToolCall
+from chatclient.messages import AssistantMessage, Citation, HostedToolCall, Reasoning, ToolCall
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 
@@ -284,7 +284,18 @@ class BaseChatModel:
 class _ChoiceAggregate:
     """The deltas of one choice (generation index) of a stream, merged."""
 
-    __slots__ = ("calls", "extra", "finish", "metadata", "reasoning", "refusal", "seen_text", "text")
+    __slots__ = (
+        "calls",
+        "citations",
+        "extra",
+        "finish",
+        "hosted",
+        "metadata",
+        "reasoning",
+        "refusal",
+        "seen_text",
+        "text",
+    )
 
     def __init__(self) -> None:
         self.text: list[str] = []
@@ -295,6 +306,8 @@ class _ChoiceAggregate:
         self.finish: str | None = None
         self.extra: dict[str, Any] = {}
         self.metadata: dict[str, Any] = {}
+        self.hosted: list[HostedToolCall] = []
+        self.citations: list[Citation] = []
 
     def add(self, g: Generation) -> None:
         out = g.output
@@ -311,6 +324,10 @@ class _ChoiceAggregate:
             self.refusal.append(out.refusal)
         if out.metadata:
             self.metadata.update(out.metadata)
+        if out.hosted_tool_calls:
+            self.hosted.extend(out.hosted_tool_calls)
+        if out.citations:
+            self.citations.extend(out.citations)
         if g.metadata.finish_reason:
             self.finish = g.metadata.finish_reason
         if g.metadata.extra:
@@ -357,7 +374,9 @@ class _ChoiceAggregate:
         calls = tuple(ToolCall(i, n, a, m or _EMPTY) for i, n, a, m in self.calls)
         reasoning = tuple(Reasoning("".join(parts), sig, red, prov) for parts, sig, red, prov in self.reasoning)
         refusal = "".join(self.refusal) if self.refusal is not None else None
-        message = AssistantMessage(text, calls, self.metadata or _EMPTY, reasoning, refusal)
+        message = AssistantMessage(
+            text, calls, self.metadata or _EMPTY, reasoning, refusal, tuple(self.hosted), tuple(self.citations)
+        )
         extra = MappingProxyType(dict(self.extra)) if self.extra else _EMPTY
         return Generation(message, GenerationMetadata(self.finish, extra))
 

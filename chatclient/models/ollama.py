@@ -25,6 +25,7 @@ from chatclient import jsonsafe
 from chatclient.errors import ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
+    Media,
     Message,
     Reasoning,
     SystemMessage,
@@ -40,6 +41,7 @@ from chatclient.models.base import (
     ModelCapabilities,
     Usage,
 )
+from chatclient.models.hosted_tools import function_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
     HTTPChatModel,
@@ -53,6 +55,7 @@ from chatclient.models.http import (
 )
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import NDJSONDecoder
+from chatclient.models.tool_media import media_note, tool_text
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -104,6 +107,15 @@ def _arguments_object(arguments: str) -> Any:
         raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
 
 
+def _images(media: Sequence[Media]) -> list[str]:
+    images = []
+    for item in media:
+        if isinstance(item.data, str):
+            raise ValueError("Ollama accepts inline image bytes only, not URLs")
+        images.append(base64.b64encode(item.data).decode("ascii"))
+    return images
+
+
 def ollama_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """``/api/chat`` messages: images as base64 strings, tool calls with object arguments."""
     out: list[dict[str, Any]] = []
@@ -113,12 +125,7 @@ def ollama_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         elif isinstance(m, UserMessage):
             msg: dict[str, Any] = {"role": "user", "content": m.text}
             if m.media:
-                images = []
-                for media in m.media:
-                    if isinstance(media.data, str):
-                        raise ValueError("Ollama accepts inline image bytes only, not URLs")
-                    images.append(base64.b64encode(media.data).decode("ascii"))
-                msg["images"] = images
+                msg["images"] = _images(m.media)
             out.append(msg)
         elif isinstance(m, AssistantMessage):
             msg = {"role": "assistant", "content": m.text or ""}
@@ -132,7 +139,11 @@ def ollama_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 ]
             out.append(msg)
         elif isinstance(m, ToolResponseMessage):
-            out.extend({"role": "tool", "content": r.response_data, "tool_name": r.name} for r in m.responses)
+            out.extend({"role": "tool", "content": tool_text(r), "tool_name": r.name} for r in m.responses)
+            media = [media for r in m.responses for media in r.media]
+            if media:
+                # Tool messages take no images: they follow in a user message (the portable fallback).
+                out.append({"role": "user", "content": media_note(m.responses), "images": _images(media)})
         else:  # pragma: no cover - Prompt validates message types
             raise TypeError(f"unsupported message type {type(m).__name__}")
     return out
@@ -165,7 +176,7 @@ def build_chat_body(prompt: Prompt, options: ChatOptions, *, stream: bool) -> di
     if options.stop is not None:
         model_options["stop"] = list(options.stop)
     if prompt.tools:
-        body["tools"] = ollama_tools(prompt.tools)
+        body["tools"] = ollama_tools(function_tools(prompt.tools, provider="Ollama"))
     if options.output_schema is not None:
         body["format"] = dict(options.output_schema)
     extra = dict(options.extra or {})

@@ -39,6 +39,7 @@ from chatclient.models.base import (
     ModelCapabilities,
     Usage,
 )
+from chatclient.models.hosted_tools import function_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
     HTTPChatModel,
@@ -52,6 +53,7 @@ from chatclient.models.http import (
 )
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import SSEDecoder
+from chatclient.models.tool_media import media_note, tool_text
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -141,7 +143,12 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 msg["reasoning_details"] = [dict(d) if isinstance(d, Mapping) else d for d in details]
             out.append(msg)
         elif isinstance(m, ToolResponseMessage):
-            out.extend({"role": "tool", "tool_call_id": r.id, "content": r.response_data} for r in m.responses)
+            out.extend({"role": "tool", "tool_call_id": r.id, "content": tool_text(r)} for r in m.responses)
+            media = [media for r in m.responses for media in r.media]
+            if media:
+                # Tool messages take text only: the media follow in a user message (the portable fallback).
+                parts = [{"type": "text", "text": media_note(m.responses)}, *(_media_part(x) for x in media)]
+                out.append({"role": "user", "content": parts})
         else:  # pragma: no cover - Prompt validates message types
             raise TypeError(f"unsupported message type {type(m).__name__}")
     return out
@@ -228,7 +235,7 @@ def build_chat_body(
         body["stop"] = list(options.stop)
     if prompt.tools:
         # OpenAI rejects tool_choice/parallel_tool_calls when no tools are offered.
-        body["tools"] = openai_tools(prompt.tools)
+        body["tools"] = openai_tools(function_tools(prompt.tools, provider="OpenAI Chat Completions"))
         if options.tool_choice is not None:
             body["tool_choice"] = openai_tool_choice(options.tool_choice)
         if options.parallel_tool_calls is not None:

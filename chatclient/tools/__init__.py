@@ -33,7 +33,14 @@ from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import ToolSpec, callbacks_from_object, resolve_tools, tool
 from chatclient.tools.docstrings import ParsedDocstring, parse_docstring
 from chatclient.tools.manager import RETURN_DIRECT, ToolCallingManager, ToolExecutionResult
-from chatclient.tools.results import DONE, ToolExecution, ToolResultConverter, default_result_converter
+from chatclient.tools.results import (
+    DONE,
+    ToolExecution,
+    ToolMediaTooLargeError,
+    ToolResult,
+    ToolResultConverter,
+    default_result_converter,
+)
 
 __all__ = [
     "DONE",
@@ -49,6 +56,8 @@ __all__ = [
     "ToolDefinition",
     "ToolExecution",
     "ToolExecutionResult",
+    "ToolMediaTooLargeError",
+    "ToolResult",
     "ToolResultConversionError",
     "ToolResultConverter",
     "ToolSpec",

@@ -10,9 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from chatclient.errors import ToolExecutionError
+from chatclient.messages import Media
 from chatclient.prompt import ToolDefinition
 from chatclient.tools.context import ToolContext
-from chatclient.tools.results import ToolResultConverter, default_result_converter
+from chatclient.tools.results import ToolResult, ToolResultConverter, default_result_converter
 from chatclient.tools.schema import ArgumentsError, SignatureInput, TypeInput, describe
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -54,6 +55,7 @@ class ToolCallback(Protocol):
     """A tool the model may call: its definition, whether its result goes straight to the caller, and how to run it.
 
     Implement ``call`` (and ``acall`` for native async); ``arguments`` is the model's raw JSON text.
+    ``call`` returns the text for the model, or a ``ToolResult`` when the result carries media.
     Raise ``ToolExecutionError`` for failures the model should hear about. An optional ``timeout``
     attribute (seconds, or ``None``) overrides the ``ToolCallingManager``'s default.
     """
@@ -64,9 +66,9 @@ class ToolCallback(Protocol):
     @property
     def return_direct(self) -> bool: ...
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str: ...
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult: ...
 
-    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         """Default for explicit subclasses: run ``call`` in a worker thread."""
         return await asyncio.to_thread(self.call, arguments, context)
 
@@ -187,7 +189,12 @@ class FunctionToolCallback:
         detail = str(exc) or "(no message)"
         return ToolExecutionError(f"tool {self.name!r} failed: {type(exc).__name__}: {detail}", self.name)
 
-    def _to_text(self, result: Any) -> str:
+    def _to_text(self, result: Any) -> str | ToolResult:
+        # Media pass through as a ToolResult; everything else becomes text.
+        if isinstance(result, ToolResult):
+            return result
+        if isinstance(result, Media):
+            return ToolResult("", (result,))
         try:
             text = self._convert(result)
         except Exception as exc:
@@ -202,7 +209,7 @@ class FunctionToolCallback:
             )
         return text
 
-    def call(self, arguments: str, context: ToolContext | Mapping[str, Any] | None = None) -> str:
+    def call(self, arguments: str, context: ToolContext | Mapping[str, Any] | None = None) -> str | ToolResult:
         """Validate ``arguments``, run the tool (async tools on a private loop) and convert the result."""
         from chatclient.models.base import run_sync
 
@@ -215,7 +222,7 @@ class FunctionToolCallback:
             raise self._failed(exc) from exc
         return self._to_text(result)
 
-    async def acall(self, arguments: str, context: ToolContext | Mapping[str, Any] | None = None) -> str:
+    async def acall(self, arguments: str, context: ToolContext | Mapping[str, Any] | None = None) -> str | ToolResult:
         """Async twin of ``call``; sync tools run in a worker thread so they never block the loop."""
         args, kwargs = self._bind(arguments, context)
         try:
@@ -267,8 +274,4 @@ class ToolCallbackProvider(Protocol):
 
 def is_tool_callback_provider(obj: Any) -> bool:
     """Duck-typed check: an object (not a class) with a ``tool_callbacks`` method that is not itself a tool."""
-    return (
-        not isinstance(obj, type)
-        and callable(getattr(obj, "tool_callbacks", None))
-        and not is_tool_callback(obj)
-    )
+    return not isinstance(obj, type) and callable(getattr(obj, "tool_callbacks", None)) and not is_tool_callback(obj)

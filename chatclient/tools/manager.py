@@ -21,7 +21,7 @@ from chatclient.request import ChatClientRequest, ContextKeys
 from chatclient.tools.callback import ToolCallback, ToolResultConversionError, ToolTimeoutError, check_timeout
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import resolve_tools
-from chatclient.tools.results import ToolExecution
+from chatclient.tools.results import MAX_TOOL_RESULT_MEDIA_BYTES, ToolExecution, ToolResult, check_media_size
 
 RETURN_DIRECT = "return_direct"
 """Finish reason of a response built from return-direct tool results."""
@@ -110,9 +110,14 @@ class ToolCallingManager:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         *,
         timeout: float | None = None,
+        max_media_bytes: int = MAX_TOOL_RESULT_MEDIA_BYTES,
     ) -> None:
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError("max_concurrency must be an integer >= 1")
+        if isinstance(max_media_bytes, bool) or not isinstance(max_media_bytes, int) or max_media_bytes < 0:
+            raise ValueError("max_media_bytes must be an integer >= 0")
+        self.max_media_bytes = max_media_bytes
+        """The most inline media bytes one tool result may return (``ToolMediaTooLargeError`` past it)."""
         self.raise_on_tool_error = raise_on_tool_error
         self.raise_on_unknown_tool = raise_on_unknown_tool
         self.max_concurrency = max_concurrency
@@ -205,7 +210,7 @@ class ToolCallingManager:
             data = self._invoke(call, cb, plan)
         except Exception as exc:
             return self._on_error(call, exc)
-        return ToolResponse(call.id, call.name, _text(cb, data))
+        return _response(call, cb, data, self.max_media_bytes)
 
     def _invoke(self, call: ToolCall, cb: ToolCallback, plan: _Plan) -> Any:
         limit = self.timeout_for(cb)
@@ -288,7 +293,7 @@ class ToolCallingManager:
                 data = await self._ainvoke(call, cb, plan)
             except Exception as exc:
                 return self._on_error(call, exc)
-        return ToolResponse(call.id, call.name, _text(cb, data))
+        return _response(call, cb, data, self.max_media_bytes)
 
     async def _ainvoke(self, call: ToolCall, cb: ToolCallback, plan: _Plan) -> Any:
         limit = self.timeout_for(cb)
@@ -429,6 +434,14 @@ def _cut_off(call: ToolCall) -> ToolExecutionError:
 
 def _wrap(name: str, exc: Exception) -> ToolExecutionError:
     return ToolExecutionError(f"tool {name!r} failed: {type(exc).__name__}: {str(exc) or '(no message)'}", name)
+
+
+def _response(call: ToolCall, cb: ToolCallback, data: Any, limit: int) -> ToolResponse:
+    """The response for what a tool's ``call`` returned: text, or a ``ToolResult`` with media (capped)."""
+    if isinstance(data, ToolResult):
+        check_media_size(cb.definition.name, data.media, limit)
+        return ToolResponse(call.id, call.name, data.text, media=data.media)
+    return ToolResponse(call.id, call.name, _text(cb, data))
 
 
 def _text(cb: ToolCallback, data: Any) -> str:

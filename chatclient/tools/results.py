@@ -1,14 +1,65 @@
-"""Turning a tool's return value into the text sent back to the model."""
+"""Turning a tool's return value into the text (and media) sent back to the model."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from chatclient.errors import ToolExecutionError
+from chatclient.messages import Media
+
 DONE = "Done"
 """What a tool that returns ``None`` reports to the model."""
+
+MAX_TOOL_RESULT_MEDIA_BYTES = 10 * 1024 * 1024
+"""The most inline media bytes one tool result may carry (all its media together), unless the
+``ToolCallingManager`` is given another ``max_media_bytes``: providers reject larger requests."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool's answer with media: ``text`` for the model plus images, audio or documents.
+
+    Return it (or a bare ``Media``) from a tool; the media reach the model the way its provider
+    takes them (Anthropic ``tool_result`` blocks, Responses ``function_call_output`` parts, a
+    following user message for Chat Completions and Ollama).
+
+    >>> ToolResult("the chart", media=Media("image/png", b"...")).media[0].mime_type
+    'image/png'
+    """
+
+    text: str = ""
+    media: tuple[Media, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"ToolResult text must be a str, not {type(self.text).__name__}")
+        media: Iterable[Any] = (self.media,) if isinstance(self.media, Media) else self.media
+        items = tuple(media)
+        for m in items:
+            if not isinstance(m, Media):
+                raise TypeError(f"ToolResult media must be Media objects, not {type(m).__name__}")
+        object.__setattr__(self, "media", items)
+
+
+def check_media_size(name: str, media: tuple[Media, ...], limit: int = MAX_TOOL_RESULT_MEDIA_BYTES) -> None:
+    """Raise ``ToolMediaTooLargeError`` naming tool ``name`` when its inline media pass ``limit`` bytes."""
+    total = sum(m.size for m in media)
+    if total > limit:
+        sizes = ", ".join(f"{m.mime_type} {m.size} bytes" for m in media if m.size)
+        raise ToolMediaTooLargeError(
+            f"tool {name!r} returned {total} bytes of media ({sizes}), more than the cap of {limit} bytes; "
+            "return smaller media (downscale the image, split the document), a URL (Media.from_url), or raise "
+            "ToolCallingManager(max_media_bytes=...)",
+            name,
+        )
+
+
+class ToolMediaTooLargeError(ToolExecutionError):
+    """A tool returned more media bytes than the cap allows (the message names the tool and the sizes)."""
 
 
 @dataclass(frozen=True, slots=True)
