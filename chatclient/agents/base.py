@@ -256,7 +256,8 @@ def _end(agent: Agent, run: Run, node: InvocationNode, output: Any, error: BaseE
                 total = usage if total is None else total + usage
         node.usage = total
     if obs is not None:
-        obs.finish(output if error is None else None, error)
+        # A suspension waits for a person; it is not a failure of the span.
+        obs.finish(output if error is None else None, None if isinstance(error, SuspendRun) else error)
     if run.emit is not None:
         run.emit(AgentFinished(agent.name, output if error is None else None, node.finished - node.started, error))
 
@@ -356,6 +357,14 @@ async def aexecute(
         raise
     _end(agent, run, node, output, None, obs)
     return output
+
+
+def _save_quietly(run: Run) -> None:
+    """Save the scope of a failed run; a failure to save must not hide the run's own error."""
+    try:
+        run.save()
+    except Exception:  # noqa: S110 - the run's error is the one to report; each step was saved already
+        pass
 
 
 # -- Agent ------------------------------------------------------------------------------------
@@ -482,17 +491,30 @@ class Agent:
         except SuspendRun as signal:
             return self._result(run, None, signal)
         except BaseException:
-            run.save()
+            _save_quietly(run)
             raise
         return self._result(run, output, None)
 
     async def _run_async(self, run: Run) -> AgentResult:
         try:
-            output = await aexecute(self, run, run.scope, "", (), None, run.streaming)
+            work = aexecute(self, run, run.scope, "", (), None, run.streaming)
+            if run.deadline is None:
+                output = await work
+            else:
+                # In async runs the deadline cancels the agents in flight, not only the next one.
+                timeout = asyncio.timeout(run.deadline.remaining())
+                try:
+                    async with timeout:
+                        output = await work
+                except TimeoutError:
+                    if timeout.expired():
+                        raise DeadlineExceededError(run.deadline.seconds, "while agents ran") from None
+                    raise
         except SuspendRun as signal:
             return self._result(run, None, signal)
         except BaseException:
-            await asyncio.to_thread(run.save) if run.store is not None else None
+            if run.store is not None:
+                await asyncio.to_thread(_save_quietly, run)
             raise
         return self._result(run, output, None)
 

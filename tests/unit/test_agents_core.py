@@ -610,3 +610,29 @@ def test_agent_templates_render_exactly_as_jinja(template: str, values: dict[str
     scope = AgenticScope(values)
     assert fast.render(scope) == default_renderer().render(template, values)
     assert (fast.parts is not None) == ("|" not in template and "{%" not in template and "{#" not in template)
+
+
+def test_async_max_duration_cancels_the_agent_in_flight() -> None:
+    from chatclient.errors import DeadlineExceededError
+
+    cancelled: list[bool] = []
+
+    @agent_function(name="hang")
+    async def hang() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    async def main() -> None:
+        with pytest.raises(DeadlineExceededError):
+            await sequence(hang).arun(max_duration=0.1)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert cancelled == [True]
+
+
+def test_max_duration_is_checked() -> None:
+    with pytest.raises(ValueError, match="max_duration"):
+        add.run(a=1, max_duration=0)
