@@ -363,7 +363,7 @@ def _save_quietly(run: Run) -> None:
     """Save the scope of a failed run; a failure to save must not hide the run's own error."""
     try:
         run.save()
-    except Exception:  # noqa: S110 - the run's error is the one to report; each step was saved already
+    except Exception:  # the run's error is the one to report; each step was saved already
         pass
 
 
