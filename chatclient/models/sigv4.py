@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from chatclient.errors import AuthenticationError
+
 __all__ = ["ALGORITHM", "AWSCredentials", "CredentialSource", "canonical_request", "sign", "string_to_sign"]
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -240,20 +242,22 @@ class CredentialSource:
         """The credentials to sign the next request with."""
         if self.fixed is not None:
             return self.fixed
-        with self._lock:
-            if self._chain is None:
-                import botocore.session  # type: ignore[import-untyped]
+        try:
+            with self._lock:
+                if self._chain is None:
+                    import botocore.session  # type: ignore[import-untyped]
 
-                session = botocore.session.Session(profile=self.profile)
-                found = session.get_credentials()
-                if found is None:
-                    from chatclient.errors import AuthenticationError
-
-                    raise AuthenticationError(
-                        "Bedrock found no AWS credentials: botocore's chain (environment, shared files, SSO, "
-                        "instance and container roles) had none - configure a profile or pass credentials=..."
-                    )
-                self._chain = found
-            chain = self._chain
-        frozen = chain.get_frozen_credentials()
+                    self._chain = botocore.session.Session(profile=self.profile).get_credentials()
+                chain = self._chain
+            frozen = chain.get_frozen_credentials() if chain is not None else None
+        except Exception as exc:  # botocore's own errors (expired SSO token, unknown profile, ...)
+            raise AuthenticationError(
+                f"Bedrock could not get AWS credentials from {self.source}: {type(exc).__name__}: {str(exc)[:200]}"
+            ) from None
+        if frozen is None:
+            self._chain = None
+            raise AuthenticationError(
+                "Bedrock found no AWS credentials: botocore's chain (environment, shared files, SSO, "
+                "instance and container roles) had none - configure a profile or pass credentials=..."
+            )
         return AWSCredentials(frozen.access_key, frozen.secret_key, frozen.token or None)

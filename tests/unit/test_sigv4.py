@@ -178,3 +178,34 @@ def test_credential_source_without_any_credentials_says_what_to_set(monkeypatch:
     monkeypatch.setattr("chatclient.models.sigv4._botocore_available", lambda: False)
     with pytest.raises(ValueError, match="AWS_ACCESS_KEY_ID"):
         CredentialSource()
+
+
+def _no_env_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    config = tmp_path / "config"
+    config.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # never ask an instance metadata service here
+
+
+def test_botocore_chain_reads_a_shared_credentials_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    pytest.importorskip("botocore")
+    _no_env_credentials(monkeypatch, tmp_path)
+    shared = tmp_path / "credentials"
+    shared.write_text("[work]\naws_access_key_id = AKIDFROMFILE\naws_secret_access_key = file-secret-key\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(shared))
+    source = CredentialSource(profile="work")
+    assert source.get() == AWSCredentials("AKIDFROMFILE", "file-secret-key", None)
+    copy: Any = pickle.loads(pickle.dumps(source))  # no live botocore object travels
+    assert copy.get() == AWSCredentials("AKIDFROMFILE", "file-secret-key", None)
+
+
+def test_botocore_chain_failures_are_typed(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    pytest.importorskip("botocore")
+    _no_env_credentials(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    from chatclient.errors import AuthenticationError
+
+    with pytest.raises(AuthenticationError, match="ProfileNotFound"):
+        CredentialSource(profile="no-such-profile").get()
