@@ -14,6 +14,7 @@ would go over a limit, so the call is never made. The answer's metadata gets the
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from chatclient.advisor import HIGHEST_PRECEDENCE, AdvisorChain, BaseAdvisor
-from chatclient.errors import BudgetExceededError
+from chatclient.errors import BudgetExceededError, SharedStateError
 from chatclient.models.base import ChatResponse, Usage
 from chatclient.request import ChatClientRequest, ChatClientResponse
 from chatclient.resilience._common import annotate_span, model_label
@@ -32,6 +33,9 @@ from chatclient.usage_meter import USAGE_METERS, metering
 if TYPE_CHECKING:
     from chatclient.models.base import ChatModel
     from chatclient.prompt import Prompt
+    from chatclient.resilience.redis_state import RedisState
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BUDGET_KEY", "BUDGET_USAGE", "Budget", "BudgetAdvisor", "BudgetSpend", "estimate_tokens"]
 
@@ -69,6 +73,13 @@ class Budget:
     ``None`` (never resets). ``key(request) -> str`` picks whose budget a request spends (an API
     key, a user, a tenant); by default the request context's ``BUDGET_KEY``, else ``"default"``.
     Safe across threads and asyncio tasks.
+
+    ``redis_url`` makes the budget fleet-wide: every ``Budget`` with the same URL and ``namespace``
+    (in any process or host) reads and charges the same counts in Redis (one transaction per
+    charge, expiring with the period). Calls in flight at the same moment may together go over a
+    limit by what they spend, as in one process. Redis down raises ``SharedStateError`` naming host
+    and port; ``on_redis_error="local"`` logs a warning and counts in this process until Redis
+    answers again.
     """
 
     def __init__(
@@ -79,6 +90,9 @@ class Budget:
         period: str | float | None = "day",
         key: Callable[[ChatClientRequest], str] | None = None,
         clock: Callable[[], float] = time.time,
+        redis_url: str | None = None,
+        namespace: str = "chatclient:budget",
+        on_redis_error: str = "raise",
     ) -> None:
         _check_limits(max_tokens, max_cost)
         if period is not None and period != "day" and not (isinstance(period, (int, float)) and period > 0):
@@ -90,6 +104,44 @@ class Budget:
         self._clock = clock
         self._lock = threading.Lock()
         self._spent: dict[tuple[str, str], BudgetSpend] = {}
+        if on_redis_error not in ("raise", "local"):
+            raise ValueError(f"on_redis_error must be 'raise' or 'local', got {on_redis_error!r}")
+        self.namespace = namespace
+        self.on_redis_error = on_redis_error
+        self._redis: RedisState | None = None
+        if redis_url is not None:
+            from chatclient.resilience.redis_state import RedisState
+
+            self._redis = RedisState(redis_url)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The lock stays behind; a Redis-backed budget travels as its URL and namespace.
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _redis_key(self, key: str) -> str:
+        return f"{self.namespace}:{key}:{self._window()}"
+
+    def _ttl(self) -> int | None:
+        if self.period is None:
+            return None
+        return 2 * 86_400 if self.period == "day" else max(1, int(2 * float(self.period)))
+
+    def _shared(self, fn: Callable[[Any], Any]) -> Any:
+        """``fn(client)`` on Redis; ``_LOCAL`` when it failed and on_redis_error='local'."""
+        assert self._redis is not None
+        try:
+            return self._redis.call("budget", fn)
+        except SharedStateError as exc:
+            if self.on_redis_error != "local":
+                raise
+            log.warning("budget %r counts in this process only: %s", self.namespace, exc)
+            return _LOCAL
 
     def _window(self) -> str:
         now = self._clock()
@@ -107,13 +159,16 @@ class Budget:
 
     def spent(self, key: str = "default") -> BudgetSpend:
         """What ``key`` has spent in the current period."""
+        if self._redis is not None:
+            row = self._shared(lambda r: r.hgetall(self._redis_key(key)))
+            if row is not _LOCAL:
+                return _spend_of(row)
         with self._lock:
             return self._spent.get((key, self._window()), BudgetSpend())
 
     def check(self, key: str, tokens: int, cost: float | None) -> None:
         """Raise ``BudgetExceededError`` when ``tokens`` / ``cost`` more would exceed ``key``'s budget."""
-        with self._lock:
-            spent = self._spent.get((key, self._window()), BudgetSpend())
+        spent = self.spent(key)
         if _over(self.max_tokens, spent.usage.total_tokens + tokens):
             raise BudgetExceededError(
                 f"the shared budget of {key!r} allows {self.max_tokens} tokens per period; "
@@ -134,6 +189,22 @@ class Budget:
 
     def add(self, key: str, usage: Usage, cost: float | None) -> None:
         """Charge one call's usage and cost to ``key``."""
+        if self._redis is not None:
+            name, ttl = self._redis_key(key), self._ttl()
+
+            def charge(r: Any) -> None:
+                pipe = r.pipeline(transaction=True)
+                for field_name, value in zip(_FIELDS, _usage_fields(usage), strict=True):
+                    pipe.hincrby(name, field_name, value)
+                pipe.hincrby(name, "calls", 1)
+                if cost is not None:
+                    pipe.hincrbyfloat(name, "cost", cost)
+                if ttl is not None:
+                    pipe.expire(name, ttl)
+                pipe.execute()
+
+            if self._shared(charge) is not _LOCAL:
+                return
         with self._lock:
             slot = (key, self._window())
             old = self._spent.get(slot, BudgetSpend())
@@ -141,9 +212,37 @@ class Budget:
             self._spent[slot] = BudgetSpend(old.usage + usage, total, old.calls + 1)
 
     def reset(self) -> None:
-        """Forget everything spent."""
+        """Forget everything spent (in Redis: every key of this namespace)."""
+        if self._redis is not None:
+            pattern = f"{self.namespace}:*"
+            self._shared(lambda r: [r.delete(k) for k in r.scan_iter(match=pattern, count=500)])
         with self._lock:
             self._spent.clear()
+
+
+_LOCAL = object()  # a Redis step that failed with on_redis_error="local"
+_FIELDS = ("prompt", "completion", "cached", "cache_write", "reasoning", "total")
+
+
+def _usage_fields(usage: Usage) -> tuple[int, ...]:
+    return (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_input_tokens,
+        usage.cache_write_tokens,
+        usage.reasoning_tokens,
+        usage.total_tokens,
+    )
+
+
+def _spend_of(row: dict[Any, Any]) -> BudgetSpend:
+    if not row:
+        return BudgetSpend()
+    get = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in row.items()}
+    p, c, ci, cw, r, total = (int(get.get(f, 0)) for f in _FIELDS)
+    usage = Usage(p, c, ci, cw, r, total if total != p + c else None)
+    cost = float(get["cost"]) if "cost" in get else None
+    return BudgetSpend(usage, cost, int(get.get("calls", 0)))
 
 
 def _check_limits(max_tokens: int | None, max_cost: float | None) -> None:

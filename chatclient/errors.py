@@ -430,6 +430,15 @@ class BatchTimeoutError(BatchError, TimeoutError):
         self.timeout = timeout
 
 
+class SharedStateError(ChatClientError):
+    """The shared store of a fleet-wide ``RateLimiter`` or ``Budget`` (Redis) failed; ``where`` is its
+    host and port (never credentials)."""
+
+    def __init__(self, message: str, *, where: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
 class BatchItemError(BatchError):
     """One item of a provider batch has no answer: ``kind`` is ``"errored"`` (the provider's error is
     in the message), ``"expired"`` (the job's window ended first), ``"canceled"`` or ``"missing"``."""
@@ -460,6 +469,7 @@ __all__ = [
     "BatchError",
     "BatchTimeoutError",
     "BatchItemError",
+    "SharedStateError",
     "InvalidDecisionResponseError",
     "InvalidDecisionQuestionError",
     "AdvisorChainError",

@@ -21,20 +21,60 @@ it says little is left, the bucket shrinks to that.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chatclient.errors import RateLimitError
+from chatclient.errors import RateLimitError, SharedStateError
 from chatclient.models.base import BaseChatModel, ChatModel, ChatResponse, Usage
 from chatclient.models.response_headers import listen_to_responses
 from chatclient.prompt import Prompt
 from chatclient.resilience._common import model_label
 
+if TYPE_CHECKING:
+    from chatclient.resilience.redis_state import RedisState
+
 __all__ = ["RateLimitedChatModel", "RateLimiter", "parse_reset"]
+
+log = logging.getLogger(__name__)
+
+# One reservation for N processes (GCRA on Redis's clock): the caller's release time is the latest of
+# now, a shared pause, and each dimension's theoretical arrival time minus its tolerance; each
+# dimension then moves on by the caller's increment. Returns the seconds to wait.
+_RESERVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local release = now
+local pause = tonumber(redis.call('GET', KEYS[3]) or '0')
+if pause > release then release = pause end
+local tat1 = tonumber(redis.call('GET', KEYS[1]) or '0')
+local tat2 = tonumber(redis.call('GET', KEYS[2]) or '0')
+local inc1, tau1 = tonumber(ARGV[1]), tonumber(ARGV[2])
+local inc2, tau2 = tonumber(ARGV[3]), tonumber(ARGV[4])
+if inc1 > 0 and tat1 - tau1 > release then release = tat1 - tau1 end
+if inc2 > 0 and tat2 - tau2 > release then release = tat2 - tau2 end
+if inc1 > 0 then redis.call('SET', KEYS[1], string.format('%.6f', math.max(tat1, release) + inc1), 'PX', ARGV[5]) end
+if inc2 > 0 then redis.call('SET', KEYS[2], string.format('%.6f', math.max(tat2, release) + inc2), 'PX', ARGV[5]) end
+return string.format('%.6f', release - now)
+"""
+# Move a dimension's arrival time by ARGV[1] seconds (a refund is negative), keeping its expiry.
+_ADJUST = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('INCRBYFLOAT', KEYS[1], ARGV[1]) end
+return false
+"""
+# Hold every process until now + ARGV[1] seconds (the later of this and a pause already set).
+_PAUSE = """
+local t = redis.call('TIME')
+local until_ = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[1])
+local old = tonumber(redis.call('GET', KEYS[1]) or '0')
+if until_ > old then redis.call('SET', KEYS[1], string.format('%.6f', until_), 'PX', ARGV[2]) end
+return 1
+"""
+_SHARED = -1  # the ticket of a reservation made in Redis (no local gate)
 
 _MAX_PAUSE = 600.0  # a server asking for more than this is capped: callers are not parked for hours
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -110,6 +150,13 @@ class _Bucket:
 class RateLimiter:
     """Requests per minute and/or tokens per minute for one model, shared safely by threads and tasks.
 
+    ``redis_url`` makes the limit fleet-wide: every limiter with the same URL and ``key`` (in any
+    process or host) takes its turn from one schedule kept in Redis by an atomic script (a GCRA on
+    Redis's clock), so together they never go over the limit. Redis down raises
+    ``SharedStateError`` naming host and port; ``on_redis_error="local"`` logs a warning and
+    limits this process alone until Redis answers again. A limiter pickles (to a Ray or Dask
+    worker) without its lock; a Redis-backed one reconnects where it lands.
+
     ``burst_seconds`` lets that many seconds' worth of requests/tokens go at once after a quiet
     period (default 0: calls are spaced evenly — never closer than half the interval, on average
     exactly at the limit — which is what a server enforcing a short window needs). ``completion_tokens`` is the output estimate used when a prompt sets no
@@ -129,6 +176,9 @@ class RateLimiter:
         completion_tokens: int = 256,
         adapt_to_headers: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        redis_url: str | None = None,
+        key: str = "default",
+        on_redis_error: str = "raise",
     ) -> None:
         for label, value in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
@@ -155,6 +205,54 @@ class RateLimiter:
         self._tickets = 0
         self._gated: set[int] = set()
         self._lock = threading.Lock()
+        if on_redis_error not in ("raise", "local"):
+            raise ValueError(f"on_redis_error must be 'raise' or 'local', got {on_redis_error!r}")
+        self.key = key
+        self.on_redis_error = on_redis_error
+        self._burst = burst_seconds
+        self._redis: RedisState | None = None
+        if redis_url is not None:
+            from chatclient.resilience.redis_state import RedisState
+
+            self._redis = RedisState(redis_url)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The lock stays behind; a Redis-backed limiter travels as its URL and key.
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_gated"] = set()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _shared(self, fn: Callable[[], Any]) -> Any:
+        """Run a Redis step; with on_redis_error='local' a failure is logged and ``None`` returned."""
+        try:
+            return fn()
+        except SharedStateError as exc:
+            if self.on_redis_error != "local":
+                raise
+            log.warning("rate limiter %r counts in this process only: %s", self.key, exc)
+            return None
+
+    def _redis_reserve(self, tokens: int) -> float | None:
+        redis = self._redis
+        assert redis is not None
+        gap_r = 60.0 / self.requests_per_minute if self.requests_per_minute else 0.0
+        gap_t = tokens * 60.0 / self.tokens_per_minute if self.tokens_per_minute and tokens > 0 else 0.0
+        keys = [f"chatclient:ratelimit:{self.key}:{k}" for k in ("requests", "tokens", "pause")]
+        args = [gap_r, self._burst, gap_t, self._burst, 600_000]
+        answer = self._shared(lambda: redis.script("reserve", _RESERVE, keys, args, operation="rate limit"))
+        return None if answer is None else max(0.0, float(answer))
+
+    def _redis_adjust(self, dimension: str, seconds: float) -> None:
+        redis = self._redis
+        if redis is None or not seconds:
+            return
+        key = f"chatclient:ratelimit:{self.key}:{dimension}"
+        self._shared(lambda: redis.script("adjust", _ADJUST, [key], [seconds], operation="rate limit"))
 
     def __repr__(self) -> str:
         return (
@@ -169,6 +267,10 @@ class RateLimiter:
 
     def _reserve(self, tokens: int) -> tuple[float, int]:
         """Take the call's cost from the buckets: (seconds to wait, the caller's ticket)."""
+        if self._redis is not None:
+            shared = self._redis_reserve(tokens)
+            if shared is not None:
+                return shared, _SHARED
         with self._lock:
             now = self._clock()
             wait = 0.0
@@ -181,6 +283,12 @@ class RateLimiter:
             return max(wait, self._paused_until - now), ticket
 
     def _refund(self, tokens: int, ticket: int) -> None:
+        if ticket == _SHARED:
+            if self.requests_per_minute:
+                self._redis_adjust("requests", -60.0 / self.requests_per_minute)
+            if self.tokens_per_minute and tokens > 0:
+                self._redis_adjust("tokens", -tokens * 60.0 / self.tokens_per_minute)
+            return
         with self._lock:
             self._gated.discard(ticket)
             now = self._clock()
@@ -195,8 +303,10 @@ class RateLimiter:
         The release gate is a GCRA on actual release times: reservations schedule callers, but one
         that wakes late (a busy event loop, a descheduled thread) must not go out together with the
         next ones. Callers held here go in ticket (arrival) order: one with an earlier ticket still
-        waiting keeps later ones back, one gap each.
+        waiting keeps later ones back, one gap each. A reservation made in Redis is already spaced.
         """
+        if ticket == _SHARED:
+            return 0.0
         with self._lock:
             now = self._clock()
             pause = self._paused_until - now
@@ -251,6 +361,9 @@ class RateLimiter:
         """Correct a call's token estimate with what the provider reported (charge or refund the difference)."""
         if self._tokens is None or actual <= 0 or actual == estimated:
             return
+        if self._redis is not None and self.tokens_per_minute:
+            self._redis_adjust("tokens", (actual - estimated) * 60.0 / self.tokens_per_minute)
+            return
         with self._lock:
             now = self._clock()
             if actual > estimated:
@@ -262,6 +375,11 @@ class RateLimiter:
         """Hold every caller for ``seconds`` (capped at 10 minutes), e.g. after a 429 with ``Retry-After``."""
         if seconds <= 0:
             return
+        redis = self._redis
+        if redis is not None:
+            key = f"chatclient:ratelimit:{self.key}:pause"
+            wait = min(seconds, _MAX_PAUSE)
+            self._shared(lambda: redis.script("pause", _PAUSE, [key], [wait, 600_000], operation="rate limit"))
         with self._lock:
             self._paused_until = max(self._paused_until, self._clock() + min(seconds, _MAX_PAUSE))
 
