@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import ipaddress
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from chatclient.errors import ToolError
@@ -28,6 +29,12 @@ if TYPE_CHECKING:
     from chatclient.rag.documents import Document
 
 PromptFunction = Callable[..., "str | Sequence[Message]"]
+
+AuthHook = Callable[[Any], "bool | Awaitable[bool]"]
+"""``auth(request) -> bool`` (sync or async): gets every HTTP request (a Starlette ``Request``) before
+the MCP transport does; ``False`` answers 401. Check a bearer token or a client certificate here."""
+
+_LOOPBACK_NAMES = ("localhost",)
 
 
 def chat_client_tool(
@@ -291,6 +298,99 @@ def build_server(
     return Server(name, instructions=instructions, **handlers)
 
 
+def _is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _security_settings(
+    host: str,
+    allowed_hosts: Sequence[str] | None,
+    allowed_origins: Sequence[str] | None,
+    auth: AuthHook | None,
+) -> Any:
+    """The SDK's Host/Origin settings for ``host``; refuses a non-loopback bind with neither lists nor ``auth``."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = list(allowed_hosts or ())
+    origins = list(allowed_origins or ())
+    for value in (*hosts, *origins):
+        if not isinstance(value, str) or not value:
+            raise TypeError("allowed_hosts / allowed_origins take non-empty strings such as 'mcp.example.com:*'")
+    if _is_loopback(host):
+        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    elif not hosts:
+        if auth is None:
+            raise ValueError(
+                f"serving MCP over HTTP on the non-loopback address {host!r} lets any web page a user visits "
+                "reach the tools (DNS rebinding): pass allowed_hosts=[...] (and allowed_origins=[...] for "
+                "browser clients) or auth=<hook>; see docs/guide/mcp.md"
+            )
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _guarded(app: Any, settings: Any, auth: AuthHook | None) -> Any:
+    """``app`` behind the Host/Origin check and the ``auth`` hook, for every HTTP request of every transport."""
+    from mcp.server.transport_security import TransportSecurityMiddleware
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    security = TransportSecurityMiddleware(settings)
+
+    async def guard(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            request = Request(scope, receive)
+            refusal = await security.validate_request(request, is_post=False)
+            if refusal is None and auth is not None:
+                allowed = auth(request)
+                if inspect.isawaitable(allowed):
+                    allowed = await allowed
+                if allowed is not True:
+                    refusal = Response("Unauthorized", status_code=401)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guard
+
+
+def http_app(
+    server: Server[Any],
+    *,
+    transport: Literal["http", "sse"] = "http",
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    auth: AuthHook | None = None,
+) -> Any:
+    """The ASGI app ``serve`` runs for the HTTP transports, with DNS-rebinding protection.
+
+    On a loopback ``host`` only loopback ``Host`` headers (421 otherwise) and loopback ``Origin``s
+    (403 otherwise) pass, plus any ``allowed_hosts`` / ``allowed_origins`` (``"name:*"`` allows any
+    port). A non-loopback ``host`` needs ``allowed_hosts`` or an ``auth`` hook (``ValueError``
+    otherwise). Both transports get the same checks.
+    """
+    if transport not in ("http", "sse"):
+        raise ValueError(f"http_app serves 'http' or 'sse', got {transport!r}")
+    if auth is not None and not callable(auth):
+        raise TypeError("auth takes a function auth(request) -> bool (sync or async)")
+    settings = _security_settings(host, allowed_hosts, allowed_origins, auth)
+    app = (
+        server.streamable_http_app(streamable_http_path=path, host=host, transport_security=settings)
+        if transport == "http"
+        else _sse_app(server, settings)
+    )
+    return _guarded(app, settings, auth)
+
+
 async def aserve(
     tools: Sequence[Any] = (),
     resources: Mapping[str, Any] | Sequence[Document] = (),
@@ -302,29 +402,36 @@ async def aserve(
     port: int = 8000,
     path: str = "/mcp",
     instructions: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    auth: AuthHook | None = None,
 ) -> None:
     """Async twin of ``serve``: runs until stdin closes (stdio) or the task is cancelled (http)."""
+    if transport not in ("stdio", "http", "sse"):
+        raise ValueError(f"transport must be 'stdio', 'http' or 'sse', got {transport!r}")
     server = build_server(tools, resources, prompts, name=name, instructions=instructions)
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
-    elif transport in ("http", "sse"):
-        import uvicorn
+        return
+    import uvicorn
 
-        app = (
-            server.streamable_http_app(streamable_http_path=path, host=host)
-            if transport == "http"
-            else _sse_app(server)
-        )
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        await uvicorn.Server(config).serve()
-    else:
-        raise ValueError(f"transport must be 'stdio', 'http' or 'sse', got {transport!r}")
+    app = http_app(
+        server,
+        transport=transport,
+        host=host,
+        path=path,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        auth=auth,
+    )
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
 
 
-def _sse_app(server: Server[Any]) -> Any:
+def _sse_app(server: Server[Any], settings: Any) -> Any:
     """The older HTTP+SSE transport: ``GET /sse`` opens the stream, ``POST /messages/`` carries requests."""
     from mcp.server.sse import SseServerTransport
     from starlette.applications import Starlette
@@ -332,7 +439,7 @@ def _sse_app(server: Server[Any]) -> Any:
     from starlette.responses import Response
     from starlette.routing import Mount, Route
 
-    sse = SseServerTransport("/messages/")
+    sse = SseServerTransport("/messages/", security_settings=settings)
 
     async def handle_sse(request: Request) -> Response:
         async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
@@ -355,13 +462,19 @@ def serve(
     port: int = 8000,
     path: str = "/mcp",
     instructions: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    auth: AuthHook | None = None,
 ) -> None:
     """Serve tools, resources and prompts over MCP, blocking until the client goes away (stdio) or Ctrl-C (http).
 
     ``transport="stdio"`` is what editors and ``McpClient.stdio`` start as a subprocess (keep
     ``print`` off stdout: it carries the protocol); ``"http"`` serves streamable HTTP at
-    ``http://host:port/path`` (loopback only by default, with DNS-rebinding protection); ``"sse"``
-    serves the older HTTP+SSE transport at ``http://host:port/sse`` for clients that need it.
+    ``http://host:port/path``; ``"sse"`` serves the older HTTP+SSE transport at
+    ``http://host:port/sse`` for clients that need it. Both HTTP transports refuse a foreign
+    ``Host`` (421) or ``Origin`` (403), so a web page cannot reach the tools through DNS
+    rebinding; binding a non-loopback ``host`` needs ``allowed_hosts`` (and ``allowed_origins``
+    for browsers) or an ``auth(request) -> bool`` hook (see ``http_app``).
 
     >>> from chatclient.tools import tool
     >>> @tool
@@ -383,8 +496,11 @@ def serve(
             port=port,
             path=path,
             instructions=instructions,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+            auth=auth,
         )
     )
 
 
-__all__ = ["aserve", "build_server", "chat_client_tool", "serve"]
+__all__ = ["AuthHook", "aserve", "build_server", "chat_client_tool", "http_app", "serve"]

@@ -8,8 +8,10 @@
 Recording happens at the HTTP level (an ``httpx`` transport), so it works for every HTTP provider
 (OpenAI and compatible servers, Anthropic, Ollama), blocking or async, streamed or not: a stream's
 bytes are stored as its lines and replayed as they came. The file is indented JSON a person can read
-and review in a pull request; credentials never reach it (credential headers are not stored, and
-their values, the ``secrets`` given and a URL's user:password are scrubbed from everything stored).
+and review in a pull request; credentials never reach it (request headers are not stored; the values
+of credential-like request headers and URL query parameters, the ``secrets`` given and a URL's
+user:password are scrubbed from everything stored, inside decoded JSON strings too, so a key the
+server echoes in an escaped form is found).
 
 Requests are matched by method, path and body; the body is what the model receives (the rendered
 prompt, the options, the tools), so a changed prompt does not silently go to the network: in
@@ -22,17 +24,20 @@ recording. Modes:
 
 Identical requests are answered in recorded order; once all are used the last one repeats. While
 recording, the caller receives the response as it was stored (scrubbed), so a recording run and
-its replays see exactly the same answers.
+its replays see exactly the same answers. A cassette file is checked when it is read: a malformed
+interaction raises ``CassetteError`` naming it, never a bare ``KeyError`` or ``TypeError``.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import httpx
 
@@ -47,6 +52,9 @@ MAX_BODY_BYTES = 20 * 1024 * 1024
 # Response headers worth keeping (the rest are noise or could carry identifiers).
 _KEEP_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id", "request-id", "location")
 _DIFF_LINES = 80
+# Request headers and URL query parameters whose values are treated as secrets, judged by name: wider
+# than the HTTP layer's list on purpose (a cassette is committed to a repository).
+_CREDENTIAL_NAME = re.compile(r"key|token|secret|pass|auth|cookie|sig|credential|session", re.IGNORECASE)
 
 
 def _canonical(body: Any) -> str:
@@ -56,6 +64,55 @@ def _canonical(body: Any) -> str:
 def _pretty(body: Any) -> list[str]:
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, indent=2) if not isinstance(body, str) else body
     return text.splitlines()
+
+
+def _scrub_value(value: Any, scrub: Any) -> Any:
+    """``value`` (decoded JSON) with ``scrub`` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_scrub_value(v, scrub) for v in value]
+    if isinstance(value, dict):
+        return {scrub(k): _scrub_value(v, scrub) for k, v in value.items()}
+    return value
+
+
+def _redact_query(url: str) -> str:
+    """``url`` with the values of credential-like query parameters replaced (``?key=...`` on some APIs)."""
+    from chatclient.redaction import REDACTED
+
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    pairs = [f"{k}={REDACTED if _CREDENTIAL_NAME.search(k) else v}" for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    return urlunsplit(parts._replace(query="&".join(pairs)))
+
+
+def _check_interaction(number: int, item: Any) -> None:
+    """``CassetteError`` naming interaction ``number`` unless ``item`` has the shape ``_record`` writes."""
+
+    def bad(what: str) -> CassetteError:
+        return CassetteError(f"interaction {number} of the cassette is malformed ({what}); re-record it")
+
+    if not isinstance(item, Mapping):
+        raise bad("not an object")
+    request, response = item.get("request"), item.get("response")
+    if not isinstance(request, Mapping) or not isinstance(request.get("method"), str) or not isinstance(request.get("path"), str):
+        raise bad("'request' needs a method and a path")
+    where = f"{request['method']} {request['path']}"
+    if not isinstance(response, Mapping):
+        raise bad(f"{where}: no 'response' object")
+    status = response.get("status", 200)
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        raise bad(f"{where}: status {status!r} is not an HTTP status")
+    headers = response.get("headers") or {}
+    if not isinstance(headers, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise bad(f"{where}: headers must map names to strings")
+    if "lines" in response:
+        if not isinstance(response["lines"], list) or not all(isinstance(line, str) for line in response["lines"]):
+            raise bad(f"{where}: 'lines' must be a list of strings")
+    elif "text" in response and not isinstance(response["text"], str):
+        raise bad(f"{where}: 'text' must be a string")
 
 
 def _decode_body(raw: bytes) -> Any:
@@ -126,6 +183,11 @@ class Cassette:
             raise CassetteError(f"cannot read the cassette {str(self.path)!r}: {exc}; re-record it") from None
         if not isinstance(data, Mapping) or not isinstance(data.get("interactions"), list):
             raise CassetteError(f"{str(self.path)!r} is not a cassette (no 'interactions' list); re-record it")
+        for number, item in enumerate(data["interactions"], 1):
+            try:
+                _check_interaction(number, item)
+            except CassetteError as exc:
+                raise CassetteError(f"{str(self.path)!r}: {exc}") from None
         self._recorded = list(data["interactions"])
 
     def save(self) -> None:
@@ -184,7 +246,10 @@ class Cassette:
     def _request_secrets(self, request: httpx.Request) -> list[str]:
         from chatclient.models.http import _header_secrets
 
-        found = [*self._secrets, *_header_secrets(dict(request.headers))]
+        headers = dict(request.headers)
+        found = [*self._secrets, *_header_secrets(headers)]
+        found += [v for k, v in headers.items() if _CREDENTIAL_NAME.search(k)]
+        found += [v for k, v in parse_qsl(request.url.query.decode("ascii", "replace")) if _CREDENTIAL_NAME.search(k)]
         userinfo = request.url.userinfo.decode("utf-8", "replace") if request.url.userinfo else ""
         if userinfo:
             found += [userinfo, *userinfo.split(":")]
@@ -205,9 +270,10 @@ class Cassette:
             raise CassetteError(f"a request body is larger than {MAX_BODY_BYTES} bytes; the cassette will not store it")
         secrets = self._request_secrets(request)
         body = _decode_body(request.content)
-        # Bodies are scrubbed before matching, so a recorded (scrubbed) body matches a live one.
+        # Bodies are scrubbed before matching, so a recorded (scrubbed) body matches a live one; the
+        # decoded strings are scrubbed, so an escaped form of a key cannot slip through.
         if body is not None:
-            body = jsonsafe.loads(self._scrub(json.dumps(body, ensure_ascii=False), secrets))
+            body = _scrub_value(body, lambda text: self._scrub(text, secrets))
         return request.method.upper(), request.url.path, body, secrets
 
     def _find(self, method: str, path: str, body: Any) -> dict[str, Any] | None:
@@ -264,22 +330,27 @@ class Cassette:
             raise CassetteError(f"a response body is larger than {MAX_BODY_BYTES} bytes; the cassette will not store it")
         from chatclient.models.http import redact_url
 
-        kept = {k: self._scrub(v, secrets) for k, v in headers.items() if k.lower() in _KEEP_HEADERS}
-        text = self._scrub(raw.decode("utf-8", errors="replace"), secrets)
+        def clean(text: str) -> str:
+            return self._scrub(text, secrets)
+
+        kept = {k: clean(v) for k, v in headers.items() if k.lower() in _KEEP_HEADERS}
+        text = raw.decode("utf-8", errors="replace")
         content_type = headers.get("content-type", "")
         response: dict[str, Any] = {"status": status, "headers": kept}
         if "event-stream" in content_type or "ndjson" in content_type:
-            response["lines"] = text.split("\n")
+            response["lines"] = [_scrub_line(line, clean) for line in text.split("\n")]
         else:
             try:
-                response["json"] = jsonsafe.loads(text) if text else None
+                # Decode first, then scrub the strings: a key echoed as \u escapes or with \/ is found,
+                # and the stored body stays valid JSON.
+                response["json"] = _scrub_value(jsonsafe.loads(text), clean) if text else None
             except ValueError:
-                response["text"] = text
+                response["text"] = clean(text)
         interaction = {
             "request": {
                 "method": method,
                 "path": path,
-                "url": self._scrub(redact_url(str(request.url)), secrets),
+                "url": clean(_redact_query(redact_url(str(request.url)))),
                 "body": body,
             },
             "response": response,
@@ -290,6 +361,16 @@ class Cassette:
         return interaction
 
     def _replay(self, interaction: Mapping[str, Any], request: httpx.Request) -> httpx.Response:
+        try:
+            return self._replayed(interaction, request)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            where = f"{request.method} {request.url.path}"
+            raise CassetteError(
+                f"the recorded answer to {where} in {str(self.path)!r} cannot be replayed ({type(exc).__name__}); "
+                "re-record it"
+            ) from None
+
+    def _replayed(self, interaction: Mapping[str, Any], request: httpx.Request) -> httpx.Response:
         recorded = interaction["response"]
         if "lines" in recorded:
             content = "\n".join(recorded["lines"]).encode("utf-8")
@@ -313,6 +394,19 @@ class Cassette:
             if self.mode == "replay":
                 raise self._mismatch(method, path, body)
         return None, described
+
+
+def _scrub_line(line: str, clean: Any) -> str:
+    """One stream line scrubbed; a JSON payload (``data: {...}`` or an NDJSON line) is scrubbed decoded."""
+    prefix, payload = ("data: ", line[5:].lstrip(" ")) if line.startswith("data:") else ("", line)
+    if payload[:1] in ("{", "["):
+        try:
+            decoded = jsonsafe.loads(payload)
+        except ValueError:
+            return str(clean(line))
+        scrubbed = _scrub_value(decoded, clean)
+        return line if scrubbed == decoded else prefix + json.dumps(scrubbed, ensure_ascii=False)
+    return str(clean(line))
 
 
 class _SyncTransport(httpx.BaseTransport):

@@ -302,6 +302,32 @@ class EventStreamResponse(Response):
             await self.events.aclose()  # type: ignore[attr-defined]
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _hostname(authority: str) -> str:
+    """``host`` of ``host:port`` (``[::1]:8000`` keeps its brackets)."""
+    if authority.startswith("["):
+        return authority.partition("]")[0] + "]"
+    return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
+
+
+def refuse_cross_site(request: Request) -> Response | None:
+    """What we tell users to do in front of an endpoint that starts model runs (docs/guide/security.md):
+    accept only a JSON body (a cross-site form or ``text/plain`` POST cannot send one without a CORS
+    preflight, which this app never grants), a loopback ``Host`` (a DNS-rebinding page sends its own
+    name) and, when the browser sends one, a loopback ``Origin``."""
+    if _hostname(request.headers.get("host", "").lower()) not in LOOPBACK_HOSTS:
+        return JSONResponse({"error": "this page answers on a loopback address only"}, 421)
+    origin = request.headers.get("origin")
+    if origin is not None and _hostname(origin.lower().partition("://")[2]) not in LOOPBACK_HOSTS:
+        return JSONResponse({"error": "requests from other sites are refused"}, 403)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return JSONResponse({"error": "send the question as JSON (Content-Type: application/json)"}, 415)
+    return None
+
+
 def create_app(model: ChatModel) -> Starlette:
     """The Starlette app serving the page, the event stream and the counters."""
     client = make_client(model)
@@ -313,6 +339,9 @@ def create_app(model: ChatModel) -> Starlette:
         body = await request.body()
         if len(body) > MAX_BODY_BYTES:
             return JSONResponse({"error": f"the request body is limited to {MAX_BODY_BYTES} bytes"}, 413)
+        refused = refuse_cross_site(request)
+        if refused is not None:
+            return refused
         try:
             question = json.loads(body).get("question")
         except (ValueError, AttributeError):
