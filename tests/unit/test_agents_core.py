@@ -636,3 +636,28 @@ def test_async_max_duration_cancels_the_agent_in_flight() -> None:
 def test_max_duration_is_checked() -> None:
     with pytest.raises(ValueError, match="max_duration"):
         add.run(a=1, max_duration=0)
+
+
+def test_a_client_budget_applies_across_the_agents_of_a_workflow() -> None:
+    from advisors import BudgetAdvisor
+    from advisors.budget import Budget
+    from chatclient.errors import BudgetExceededError
+
+    model = ScriptedChatModel([" ".join(["word"] * 200), "never sent"])
+    budget = Budget(max_tokens=150, period=None)
+    client = ChatClient.builder(model).default_advisors(BudgetAdvisor(budget=budget)).build()
+    first = agent(client, name="first", user="{{ topic }}", output_key="long")
+    second = agent(client, name="second", user="Shorten {{ long }}")
+    with pytest.raises(AgentExecutionError) as info:
+        sequence(first, second).run(topic="t")
+    assert info.value.agent_name == "second" and isinstance(info.value.cause, BudgetExceededError)
+    assert len(model.prompts) == 1  # the second agent's call was never made
+
+
+def test_service_agent_pickles() -> None:
+    from chatclient.agents import service_agent
+    from tests.unit.test_agents_monitor import Summarizer
+
+    summarizer = service_agent(Summarizer, client=ChatClient.create(FunctionChatModel(echo_model)), output_key="s")
+    copy = pickle.loads(pickle.dumps(summarizer))
+    assert copy.run(text="hello").output == "echo: Summarize in 5 words: hello"
