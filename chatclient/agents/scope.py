@@ -582,6 +582,12 @@ class AgenticScope:
             and scope_id
         ):
             raise AgenticScopeError("scope JSON is malformed: state, initial, journal, invocations or id")
+        if pending is not None and not (
+            isinstance(pending.get("key"), str)
+            and isinstance(pending.get("question"), str)
+            and (pending.get("output_key") is None or isinstance(pending.get("output_key"), str))
+        ):
+            raise AgenticScopeError("scope JSON holds a malformed pending question")
         scope = AgenticScope(id=scope_id[:200])
         scope._state = {str(k): decode_value(v) for k, v in state.items()}
         scope._initial = {str(k): decode_value(v) for k, v in initial.items()}

@@ -120,6 +120,7 @@ def test_unknown_type_name_is_an_error_never_an_import() -> None:
         _doc({"x": {"$t": "dict", "v": [[1]]}}),
         _doc({"x": {"$t": "date", "v": "yesterday"}}),
         json.dumps({"format": "chatclient.agentic_scope", "v": 1, "id": "x", "state": {}, "journal": {"k": 5}}),
+        json.dumps({"format": "chatclient.agentic_scope", "v": 1, "id": "x", "state": {}, "pending": {"key": 1}}),
         json.dumps({"format": "chatclient.agentic_scope", "v": 1, "id": "x", "state": {}, "invocations": [{"x": 1}]}),
     ],
 )
