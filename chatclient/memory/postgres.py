@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from chatclient import jsonsafe
-from chatclient.memory._errors import StoreErrors, connection_secrets
+from chatclient.errors import ChatMemoryError
+from chatclient.memory._errors import StoreErrors, connection_secrets, scrub_text
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
 from chatclient.memory.serialization import message_from_dict, message_to_dict
 from chatclient.memory.sqlite import check_identifier
@@ -68,6 +69,22 @@ def _store_errors(psycopg: Any, dsn: str) -> StoreErrors:
         is_timeout=lambda exc: isinstance(exc, timeouts),
         secrets=[*connection_secrets(dsn), *([password] if password else [])],
     )
+
+
+class _HiddenDsn:
+    """The connection string as given, password included, kept where ``repr``, ``vars`` and logs do
+    not show it (the public ``dsn`` attribute holds the redacted form)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<hidden DSN>"
 
 
 def _lock_key(*parts: str) -> int:
@@ -121,13 +138,15 @@ class PostgresChatMemoryRepository:
         self._psycopg = _psycopg()
         from psycopg import sql
 
-        self.dsn = dsn
+        self._dsn = _HiddenDsn(dsn)
         self.table = check_identifier(table)
         self.schema = check_identifier(schema, "schema") if schema is not None else None
         self._name = sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)
         self._qualified = f"{self.schema}.{self.table}" if self.schema else self.table
         self.connect_timeout = connect_timeout
         self._errors = _store_errors(self._psycopg, dsn)
+        self.dsn = scrub_text(dsn, self._errors.secrets)
+        """The connection string with its password removed (for display; the real one is not an attribute)."""
         self._idle: list[Any] = []
         self._max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
@@ -171,7 +190,7 @@ class PostgresChatMemoryRepository:
             if conn is None or conn.closed:
                 # libpq counts whole seconds and reads 0 as "wait forever": round up, at least 1.
                 conn = self._psycopg.connect(
-                    self.dsn, autocommit=True, connect_timeout=max(1, math.ceil(self.connect_timeout))
+                    self._dsn.reveal(), autocommit=True, connect_timeout=max(1, math.ceil(self.connect_timeout))
                 )
             if not self._ready:
                 self._create_table(conn)
@@ -209,12 +228,19 @@ class PostgresChatMemoryRepository:
         self._ready = True
 
     def close(self) -> None:
-        """Close the idle connections (the repository reconnects on next use)."""
+        """Close the idle connections (the repository reconnects on next use); ``ChatMemoryError`` if one fails."""
         with self._lock:
             idle, self._idle = self._idle, []
         if self._pid == os.getpid():
-            for conn in idle:
-                conn.close()
+            failure: ChatMemoryError | None = None
+            for conn in idle:  # close every one, then report the first failure
+                try:
+                    with self._errors.operation("close"):
+                        conn.close()
+                except ChatMemoryError as exc:
+                    failure = failure or exc
+            if failure is not None:
+                raise failure
 
     def _sql(self, text: str) -> Any:
         from psycopg import sql

@@ -145,8 +145,9 @@ class RedisChatMemoryRepository:
         return outcome
 
     def close(self) -> None:
-        """Close the client's connections."""
-        self.client.close()
+        """Close the client's connections; ``ChatMemoryError`` if that fails."""
+        with self._errors.operation("close"):
+            self.client.close()
 
     def __repr__(self) -> str:
         return f"RedisChatMemoryRepository(prefix={self.prefix!r})"
