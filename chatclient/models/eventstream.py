@@ -67,34 +67,41 @@ class EventStreamMessage:
 def _headers(data: bytes) -> dict[str, Any]:
     out: dict[str, Any] = {}
     pos, end = 0, len(data)
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if pos + n > end:
-            raise ModelResponseError("event stream message has a truncated header")
-        chunk = data[pos : pos + n]
-        pos += n
-        return chunk
-
-    while pos < end:
-        name = take(take(1)[0]).decode("utf-8", "replace")
-        kind = take(1)[0]
-        value: Any
-        if kind in (0, 1):
-            value = kind == 0
-        elif kind in _FIXED_SIZES:
-            fmt = _FIXED_SIZES[kind]
-            value = struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
-            if kind == 8:
-                value = datetime.fromtimestamp(value / 1000, UTC)
-        elif kind in (6, 7):
-            raw = take(struct.unpack(">H", take(2))[0])
-            value = raw.decode("utf-8", "replace") if kind == 7 else raw
-        elif kind == 9:
-            value = uuid.UUID(bytes=take(16))
-        else:
-            raise ModelResponseError(f"event stream header {name!r} has an unknown value type {kind}")
-        out[name] = value
+    try:
+        while pos < end:
+            size = data[pos]
+            name = data[pos + 1 : pos + 1 + size].decode("utf-8", "replace")
+            pos += 1 + size
+            kind = data[pos]
+            pos += 1
+            value: Any
+            if kind == 7 or kind == 6:  # string, bytes: the common case first
+                length = (data[pos] << 8) | data[pos + 1]
+                raw = data[pos + 2 : pos + 2 + length]
+                if len(raw) != length:
+                    raise IndexError
+                value = raw.decode("utf-8", "replace") if kind == 7 else raw
+                pos += 2 + length
+            elif kind in (0, 1):
+                value = kind == 0
+            elif kind in _FIXED_SIZES:
+                fmt = _FIXED_SIZES[kind]
+                value = struct.unpack_from(fmt, data, pos)[0]
+                pos += struct.calcsize(fmt)
+                if kind == 8:
+                    value = datetime.fromtimestamp(value / 1000, UTC)
+            elif kind == 9:
+                if pos + 16 > end:
+                    raise IndexError
+                value = uuid.UUID(bytes=data[pos : pos + 16])
+                pos += 16
+            else:
+                raise ModelResponseError(f"event stream header {name!r} has an unknown value type {kind}")
+            if pos > end:
+                raise IndexError
+            out[name] = value
+    except (IndexError, struct.error):
+        raise ModelResponseError("event stream message has a truncated header") from None
     return out
 
 
