@@ -184,3 +184,16 @@ def test_the_key_is_checked_and_never_shown() -> None:
     assert KEY.decode() not in repr(ToolApprovalAdvisor(signing_key=KEY))
     with pytest.raises(ValueError, match="call_digest"):
         ApprovalDecision.approve(call="not-a-digest")
+
+
+def test_a_signed_state_survives_a_memory_repository_round_trip(tmp_path: object) -> None:
+    from chatclient.memory import SqliteChatMemoryRepository
+
+    client, model, pending = _paused(ToolApprovalAdvisor(signing_key=KEY))
+    repo = SqliteChatMemoryRepository(str(tmp_path) + "/pending.db")  # type: ignore[operator]
+    pending.save(repo, "ticket-9")
+    loaded = PendingToolCalls.load(repo, "ticket-9")
+    loaded.verify(KEY)
+    model.add("Sent.")
+    client.prompt().tools(send_money).resume(loaded, {"c1": ApprovalDecision.approve(call=loaded.calls[0])}).call().content()
+    assert SENT == [("bob", 50)]
