@@ -165,7 +165,9 @@ class ModelCapabilities:
     ``"tool"`` (a synthetic tool whose parameters are the schema, forced with ``tool_choice``).
     Prompt instructions are always the last resort and are not listed. Left as ``None`` it is
     ``("native",)`` when ``native_structured_output`` is true, else empty; giving it sets
-    ``native_structured_output`` to whether any rung is listed.
+    ``native_structured_output`` to whether any rung is listed. ``logprobs``: the model reports
+    token log-probabilities (``logprobs`` / ``top_logprobs`` in ``ChatOptions.extra``) in each
+    generation's ``metadata.extra["logprobs"]``, in OpenAI's shape; decision models need it.
     """
 
     native_structured_output: bool = False
@@ -173,6 +175,7 @@ class ModelCapabilities:
     streaming: bool = True
     vision: bool = False
     structured_output: tuple[str, ...] | None = None
+    logprobs: bool = False
 
     def __post_init__(self) -> None:
         rungs = self.structured_output

@@ -739,7 +739,7 @@ class OpenAIChatModel(HTTPChatModel):
             http_client=http_client,
             async_http_client=async_http_client,
             capabilities=capabilities
-            or ModelCapabilities(tools=True, streaming=True, vision=True, structured_output=rungs),
+            or ModelCapabilities(tools=True, streaming=True, vision=True, structured_output=rungs, logprobs=True),
             backoff_base=backoff_base,
             backoff_max=backoff_max,
             response_limits=response_limits,

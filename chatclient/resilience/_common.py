@@ -45,6 +45,7 @@ def common_capabilities(models: Sequence[Any]) -> ModelCapabilities:
         streaming=all(c.streaming for c in caps),
         vision=all(c.vision for c in caps),
         structured_output=rungs,
+        logprobs=all(c.logprobs for c in caps),
     )
 
 
