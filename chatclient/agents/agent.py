@@ -185,7 +185,7 @@ class LlmAgent(Agent):
         events = spec.stream().events()
         try:
             for event in events:
-                if step.run.cancel.is_set():
+                if step.run.cancelled:
                     raise RunCancelled()
                 if isinstance(event, Finished):
                     self._usage(step, event.response)

@@ -156,7 +156,7 @@ _PASS_THROUGH = (SuspendRun, DeadlineExceededError)
 class Run:
     """One execution of an agent tree: scope, store, monitor, event sink, cancellation and deadline."""
 
-    __slots__ = ("cancel", "deadline", "emit", "is_async", "monitor", "roots", "scope", "store", "streaming")
+    __slots__ = ("cancelled", "deadline", "emit", "is_async", "monitor", "scope", "store", "streaming")
 
     def __init__(
         self,
@@ -173,13 +173,13 @@ class Run:
         self.monitor = monitor
         self.emit = emit
         self.streaming = emit is not None
-        self.cancel = threading.Event()
+        self.cancelled = False  # set by the stream consumer that closed the run's stream
         self.deadline = Deadline.start(max_duration) if max_duration is not None else None
         self.is_async = is_async
 
     def check(self, where: str) -> None:
         """Stop here when the stream was closed or the run's ``max_duration`` has passed."""
-        if self.cancel.is_set():
+        if self.cancelled:
             raise RunCancelled()
         if self.deadline is not None:
             self.deadline.check(f"before agent {where!r}")
@@ -201,7 +201,7 @@ class Run:
                 self.store.save(self.scope)
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """Where an agent runs: the run, the scope (a branch's view inside ``parallel``), the step key,
     the names of the workflows above it, its invocation record and whether its text is the stream's."""
@@ -221,7 +221,7 @@ def _start_span(agent: Agent) -> Any:
 
 
 def _begin(agent: Agent, run: Run, scope: AgenticScope, parent: InvocationNode | None) -> InvocationNode:
-    if run.cancel.is_set() or run.deadline is not None:
+    if run.cancelled or run.deadline is not None:
         run.check(agent.name)
     inputs = agent._inputs_of(scope)
     node = InvocationNode(agent.name, inputs, time.time())
@@ -591,7 +591,7 @@ class Agent:
             if box:
                 raise box[0]
         finally:
-            run.cancel.set()
+            run.cancelled = True
             worker.join()
 
     async def astream(
@@ -618,7 +618,7 @@ class Agent:
             task.result()  # raise the run's error, if any
         finally:
             if not task.done():
-                run.cancel.set()
+                run.cancelled = True
                 task.cancel()
                 try:
                     await task

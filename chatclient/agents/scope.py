@@ -22,6 +22,7 @@ import datetime
 import decimal
 import enum
 import json
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -467,7 +468,7 @@ class AgenticScope:
     def __init__(self, state: Mapping[str, Any] | None = None, *, id: str | None = None) -> None:
         if id is not None and (not isinstance(id, str) or not id or len(id) > 200):
             raise ValueError("a scope id is a non-empty string of at most 200 characters")
-        self.id: str = id or uuid.uuid4().hex
+        self.id: str = id or os.urandom(16).hex()
         self._state: dict[str, Any] = {}
         for key, value in (state or {}).items():
             self._state[_check_key(key)] = value
