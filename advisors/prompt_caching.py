@@ -59,6 +59,12 @@ class PromptCachingAdvisor(BaseAdvisor):
         self.ttl = ttl
         self.order = order
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "marker": dict(self.marker)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, marker=MappingProxyType(state["marker"]))
+
     def __repr__(self) -> str:
         return f"PromptCachingAdvisor(ttl={self.ttl!r}, order={self.order})"
 

@@ -5,6 +5,7 @@ client = ChatClient.builder(model).default_system("Be brief.").build()
 print(client.prompt("Hello").call().content())
 """
 
+import chatclient._pickling  # noqa: F401 - registers how read-only mappings (message metadata) pickle
 from chatclient._lazy import lazy_getattr
 from chatclient.advisor import (
     DEFAULT_CHAT_MEMORY_ORDER,
@@ -33,6 +34,8 @@ from chatclient.client import (
 )
 from chatclient.messages import (
     AssistantMessage,
+    Citation,
+    HostedToolCall,
     Media,
     Message,
     MessageType,
@@ -105,6 +108,7 @@ __all__ = [
     "ChatOptions",
     "ChatResponse",
     "ChatResponseMetadata",
+    "Citation",
     "ContextKeys",
     "EntityOutputConverter",
     "ListOutputConverter",
@@ -119,6 +123,7 @@ __all__ = [
     "RoutingChatModel",
     "Generation",
     "GenerationMetadata",
+    "HostedToolCall",
     "JinjaTemplateRenderer",
     "Media",
     "Message",

@@ -107,6 +107,17 @@ class JinjaTemplateRenderer:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The compiled environment (a class made at run time) and its cache are rebuilt on first use.
+        state = self.__dict__.copy()
+        state.update(_env=None, _cache={})
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def _environment(self) -> SandboxedEnvironment:
         if self._env is None:
             self._env = _bounded_environment(self.max_output_chars, self._delimiters)

@@ -319,6 +319,12 @@ class EntityOutputConverter(Generic[T]):
         self._format: str | None = None
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"target": self.target}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["target"])  # type: ignore[misc]
+
     @property
     def json_schema(self) -> dict[str, Any]:
         """The strict draft 2020-12 schema of the target (computed once)."""

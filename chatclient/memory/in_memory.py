@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from chatclient._pickling import PicklesWithoutLocks
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages
 from chatclient.messages import Message
 
 
-class InMemoryChatMemoryRepository:
+class InMemoryChatMemoryRepository(PicklesWithoutLocks):
     """Keeps conversations in a dict; thread-safe, lost when the process ends.
+
+    Pickles with its conversations (a copy travels to a worker; the two do not share later writes).
 
     Messages are immutable, so storing and returning list copies is enough to isolate callers.
     """

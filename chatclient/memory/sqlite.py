@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from chatclient.memory._errors import StoreErrors
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
@@ -89,6 +90,16 @@ class SqliteChatMemoryRepository:
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._shared: sqlite3.Connection | None = None  # the one connection of a ":memory:" database
         self._pid = os.getpid()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A file travels as its path (the worker opens its own connections); ":memory:" cannot.
+        if self.path == ":memory:":
+            raise TypeError(
+                "SqliteChatMemoryRepository(':memory:') lives in this process's open connection and cannot be "
+                "pickled; pass a file path (SqliteChatMemoryRepository('chat.db')) or use "
+                "InMemoryChatMemoryRepository, whose conversations travel with it"
+            )
+        return (_reopen, (self.path, self.table, self.timeout, self.synchronous))
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -232,3 +243,7 @@ class SqliteChatMemoryRepository:
 
     def __repr__(self) -> str:
         return f"SqliteChatMemoryRepository({self.path!r}, table={self.table!r})"
+
+
+def _reopen(path: str, table: str, timeout: float, synchronous: str) -> SqliteChatMemoryRepository:
+    return SqliteChatMemoryRepository(path, table=table, timeout=timeout, synchronous=synchronous)

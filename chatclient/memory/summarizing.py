@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chatclient._pickling import PicklesWithoutLocks
 from chatclient.memory.base import (
     ChatMemoryRepository,
     apply_update,
@@ -105,7 +106,7 @@ def _line(m: Message, limit: int) -> str:
     return f"{m.type.value}: {text}"
 
 
-class SummarizingChatMemory:
+class SummarizingChatMemory(PicklesWithoutLocks):
     """A chat memory that summarises old messages instead of dropping them.
 
     While a conversation has at most ``max_messages`` messages (not counting system messages and

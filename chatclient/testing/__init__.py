@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, TypeAlias
 
+from chatclient._pickling import PicklesWithoutLocks
 from chatclient.advisor import BaseAdvisor
 from chatclient.errors import ChatClientError
 from chatclient.messages import AssistantMessage
@@ -79,7 +80,7 @@ def _chunks_for(prompt: Prompt, entry: Any, model: str | None) -> list[ChatRespo
     return [response_for(prompt, entry, model)]
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(PicklesWithoutLocks, BaseChatModel):
     """A chat model that answers from a script, first in first out.
 
     Entries: ``str``, ``AssistantMessage``, ``ChatResponse``, an exception (raised), or a list of
