@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 loopback_server, server = server_fixtures()
 
 PATH = "/v1/responses"
-KEY = "sk-test-SECRET-responses-0123456789"
+KEY = "sk-test-SECRET-Qz7Xv-0123456789"
 GROUP = "responses"
 
 
@@ -311,3 +311,26 @@ def test_async_stream_yields_deltas_in_order(server: LoopbackServer) -> None:
             return [c.text async for c in model.astream(Prompt("hi")) if c.text]
 
     assert "".join(asyncio.run(run())) == "Hi there! How can I help — today? 😊"
+
+
+@pytest.mark.parametrize("mode", ["call", "stream", "acall", "astream"])
+def test_cassette_records_and_replays_the_responses_model(server: LoopbackServer, tmp_path: Any, mode: str) -> None:
+    from chatclient.testing import Cassette
+
+    name = "responses_web_search_stream" if mode.endswith("stream") else "responses_web_search"
+    server.script(PATH, recorded(load(GROUP, name), seed=mode))
+    path = tmp_path / "responses.json"
+
+    def run(cassette: Cassette) -> Any:
+        model = make_model(server, http_client=cassette.http_client(), async_http_client=cassette.async_http_client())
+        return invoke(model, Prompt("When?"), mode)[0]
+
+    with Cassette(path, mode="record") as cassette:
+        first = run(cassette)
+    assert KEY not in path.read_text()
+    server.script(PATH, Reply(500, json={"error": {"message": "the server must not be asked"}}))
+    with Cassette(path) as cassette:
+        again = run(cassette)
+        assert cassette.played == 1 and cassette.sent == 0
+    assert again.generations[0].output == first.generations[0].output
+    assert again.generations[0].output.hosted_tool_calls[0].name == "web_search"
