@@ -29,6 +29,8 @@ _WHERE = {
     "ToolSearchAdvisor": "advisors.tool_search",
     "InputGuardrailAdvisor": "advisors.guardrails",
     "OutputGuardrailAdvisor": "advisors.guardrails",
+    "SkillsAdvisor": "chatclient.skills",
+    "ContextWindowAdvisor": "chatclient.context_window",
 }
 
 __all__ = sorted(_WHERE)

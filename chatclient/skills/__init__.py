@@ -1,0 +1,319 @@
+"""Agent skills: folders of instructions and resources that the model loads only when it needs them.
+
+A skill is a folder holding ``SKILL.md`` — YAML front matter with ``name`` and ``description``, then
+the instructions in Markdown — and any other files it refers to (the layout Anthropic's Agent Skills
+use)::
+
+    skills/pdf-forms/
+        SKILL.md            ---\\nname: pdf-forms\\ndescription: Fill in PDF forms ...\\n---\\n# How to ...
+        reference.md        a resource the instructions point to
+        scripts/fill.py     never readable through the tools
+
+``SkillsAdvisor(skills)`` puts only each skill's name and description in the system prompt and offers
+the model two tools: ``activate_skill(skill_name)`` returns the instructions (and the list of
+resources), ``read_skill_resource(skill_name, relative_path)`` returns one resource file. So a client
+can carry dozens of skills while the prompt pays only for a line each::
+
+    skills = load_skills("skills/")
+    client.prompt("Fill in the attached form").advisors(SkillsAdvisor(skills)).call()
+
+Safety: a resource path that is absolute, leaves the skill folder (``..``, a symlink pointing out),
+names ``SKILL.md`` or anything under ``scripts/`` gets an error tool response, never a read; files are
+read with size caps; the front matter is parsed without YAML aliases (``chatclient.yamlsafe``).
+Reading front matter needs PyYAML (extra ``skills``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from chatclient.advisor import TOOL_CALL_ORDER, AdvisorChain, BaseAdvisor
+from chatclient.errors import SkillError, ToolExecutionError
+from chatclient.messages import SystemMessage
+from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys
+from chatclient.tools.callback import FunctionToolCallback, ToolCallback
+
+__all__ = [
+    "ACTIVATE_SKILL",
+    "READ_SKILL_RESOURCE",
+    "Skill",
+    "SkillsAdvisor",
+    "load_skills",
+]
+
+ACTIVATE_SKILL = "activate_skill"
+READ_SKILL_RESOURCE = "read_skill_resource"
+
+MAX_SKILL_FILE_BYTES = 1024 * 1024
+"""``SKILL.md`` above this size is refused (instructions are meant to be read by a model)."""
+MAX_RESOURCE_BYTES = 256 * 1024
+"""Default cap on one resource returned to the model."""
+MAX_RESOURCES = 1000
+"""Files listed per skill folder; a folder with more is refused."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_MAX_DESCRIPTION = 1024
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One skill: ``name``, ``description``, its ``instructions`` (the body of ``SKILL.md``), the folder it
+    came from and the relative POSIX paths of its ``resources`` (every file but ``SKILL.md`` and ``scripts/**``).
+
+    ``metadata`` keeps the other front-matter keys (``license``, ``allowed-tools``, ...) as written.
+    A skill can also be built in code: ``Skill("greeting", "How to greet", "Say hello warmly.")``.
+    """
+
+    name: str
+    description: str
+    instructions: str
+    path: Path | None = None
+    resources: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise SkillError(f"invalid skill name {self.name!r}: use 1-64 letters, digits, '-' or '_'")
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise SkillError(f"skill {self.name!r} needs a non-empty description (the model chooses skills by it)")
+        if len(self.description) > _MAX_DESCRIPTION:
+            raise SkillError(f"skill {self.name!r}: the description is over {_MAX_DESCRIPTION} characters")
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> Skill:
+        """Read the skill in folder ``path`` (which holds ``SKILL.md``); raises ``SkillError`` when unusable."""
+        folder = Path(path)
+        skill_file = folder / "SKILL.md"
+        if not skill_file.is_file():
+            raise SkillError(f"{folder}: no SKILL.md in this folder (a skill folder holds SKILL.md and its resources)")
+        if skill_file.stat().st_size > MAX_SKILL_FILE_BYTES:
+            raise SkillError(f"{skill_file}: over {MAX_SKILL_FILE_BYTES // 1024} KiB; keep SKILL.md short, move detail to resources")
+        try:
+            text = skill_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SkillError(f"{skill_file}: cannot be read as UTF-8 text ({exc})") from None
+        front, body = _split_front_matter(text, skill_file)
+        name, description = front.get("name"), front.get("description")
+        if not isinstance(name, str) or not isinstance(description, str):
+            raise SkillError(f"{skill_file}: the front matter needs 'name' and 'description' as text")
+        others = {k: v for k, v in front.items() if k not in ("name", "description")}
+        return cls(name, description.strip(), body.strip(), folder.resolve(), _list_resources(folder), others)
+
+    def read_resource(self, relative_path: str, *, max_bytes: int = MAX_RESOURCE_BYTES) -> str:
+        """The text of one resource; ``SkillError`` for a path that is not one of this skill's resources."""
+        if self.path is None:
+            raise SkillError(f"skill {self.name!r} was built in code and has no resource files")
+        rel = _check_relative(relative_path)
+        if rel not in self.resources:
+            listed = ", ".join(self.resources[:20]) or "none"
+            raise SkillError(f"{relative_path!r} is not a resource of skill {self.name!r} (resources: {listed})")
+        target = (self.path / rel).resolve()
+        if not target.is_relative_to(self.path):  # a symlink swapped in after the folder was listed
+            raise SkillError(f"{relative_path!r} leaves the folder of skill {self.name!r}")
+        try:
+            with target.open("rb") as fh:
+                data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise SkillError(f"resource {relative_path!r} of skill {self.name!r} cannot be read ({exc.strerror})") from None
+        if len(data) > max_bytes:
+            raise SkillError(f"resource {relative_path!r} of skill {self.name!r} is over {max_bytes:,} bytes")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SkillError(f"resource {relative_path!r} of skill {self.name!r} is not UTF-8 text") from None
+
+
+def load_skills(root: str | Path) -> tuple[Skill, ...]:
+    """Every skill under ``root``: each direct subfolder holding ``SKILL.md`` (or ``root`` itself), by name."""
+    base = Path(root)
+    if (base / "SKILL.md").is_file():
+        return (Skill.from_dir(base),)
+    if not base.is_dir():
+        raise SkillError(f"{base}: not a folder of skills")
+    skills = tuple(Skill.from_dir(d) for d in sorted(base.iterdir()) if (d / "SKILL.md").is_file())
+    _check_unique(skills)
+    return skills
+
+
+def _split_front_matter(text: str, where: Path) -> tuple[dict[str, Any], str]:
+    from chatclient import yamlsafe
+
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise SkillError(f"{where}: SKILL.md must start with YAML front matter between '---' lines (name, description)")
+    for end in range(1, len(lines)):
+        if lines[end].strip() == "---":
+            break
+    else:
+        raise SkillError(f"{where}: the front matter has no closing '---' line")
+    try:
+        front = yamlsafe.load("".join(lines[1:end]), what=str(where), max_nodes=10_000)
+    except ImportError as exc:
+        raise SkillError(f"{exc} (pip install 'chatclient[skills]')") from None
+    except ValueError as exc:
+        raise SkillError(str(exc)) from None
+    if not isinstance(front, dict):
+        raise SkillError(f"{where}: the front matter must be a mapping with 'name' and 'description'")
+    return {str(k): v for k, v in front.items()}, "".join(lines[end + 1 :])
+
+
+def _excluded(rel: PurePosixPath) -> bool:
+    return rel.as_posix() == "SKILL.md" or rel.parts[0] == "scripts"
+
+
+def _list_resources(folder: Path) -> tuple[str, ...]:
+    root = folder.resolve()
+    found: list[str] = []
+    for file in sorted(root.rglob("*")):
+        if not file.is_file() or not file.resolve().is_relative_to(root):
+            continue  # folders, and symlinks pointing out of the skill, are never resources
+        rel = PurePosixPath(file.relative_to(root).as_posix())
+        if _excluded(rel):
+            continue
+        found.append(rel.as_posix())
+        if len(found) > MAX_RESOURCES:
+            raise SkillError(f"{folder}: more than {MAX_RESOURCES} files; a skill folder should stay small")
+    return tuple(found)
+
+
+def _check_relative(relative_path: Any) -> str:
+    if not isinstance(relative_path, str) or not relative_path.strip():
+        raise SkillError("give the resource's path relative to the skill folder, e.g. 'reference.md'")
+    if "\\" in relative_path or "\x00" in relative_path:
+        raise SkillError(f"{relative_path!r}: use '/' to separate folders")
+    rel = PurePosixPath(relative_path)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise SkillError(f"{relative_path!r}: absolute paths and '..' are refused; give a path inside the skill folder")
+    if _excluded(rel):
+        raise SkillError(f"{relative_path!r}: SKILL.md and scripts/ are not readable as resources")
+    return rel.as_posix()
+
+
+def _check_unique(skills: Sequence[Skill]) -> None:
+    seen: set[str] = set()
+    for s in skills:
+        if s.name in seen:
+            raise SkillError(f"two skills are named {s.name!r}; skill names must be unique")
+        seen.add(s.name)
+
+
+class SkillsAdvisor(BaseAdvisor):
+    """Offers ``skills`` to the model: names and descriptions in the system prompt, bodies on demand.
+
+    The model calls ``activate_skill(skill_name)`` for a skill's instructions and
+    ``read_skill_resource(skill_name, relative_path)`` for one of its files; a wrong name or path comes
+    back as an error tool response the model can act on. The advisor runs before the tool loop
+    (``order = TOOL_CALL_ORDER - 50``) and brings its own tool loop when the request has no tools.
+    """
+
+    def __init__(
+        self,
+        skills: Skill | Iterable[Skill],
+        *,
+        max_resource_bytes: int = MAX_RESOURCE_BYTES,
+        order: int = TOOL_CALL_ORDER - 50,
+    ) -> None:
+        chosen = (skills,) if isinstance(skills, Skill) else tuple(skills)
+        if not chosen:
+            raise ValueError("SkillsAdvisor needs at least one Skill (see load_skills(folder))")
+        for s in chosen:
+            if not isinstance(s, Skill):
+                raise TypeError(f"SkillsAdvisor takes Skill objects (Skill.from_dir(path)), not {type(s).__name__}")
+        _check_unique(chosen)
+        self.skills: dict[str, Skill] = {s.name: s for s in chosen}
+        self.max_resource_bytes = max_resource_bytes
+        self.order = order
+
+    def catalogue(self) -> str:
+        """The text added to the system prompt: one line per skill."""
+        lines = "\n".join(f"- {s.name}: {s.description}" for s in self.skills.values())
+        files = (
+            f"; call {READ_SKILL_RESOURCE} for a file the instructions mention"
+            if any(s.resources for s in self.skills.values())
+            else ""
+        )
+        return (
+            "You have skills: sets of instructions for particular tasks. When a task matches a skill, call "
+            f"{ACTIVATE_SKILL} with the skill's name first and follow what it returns{files}.\n"
+            f"Available skills:\n{lines}"
+        )
+
+    def tool_callbacks(self) -> tuple[ToolCallback, ...]:
+        """The tools bound to this advisor's skills (``read_skill_resource`` only when a skill has resources)."""
+        skills, cap = self.skills, self.max_resource_bytes
+
+        def find(skill_name: str) -> Skill:
+            skill = skills.get(skill_name)
+            if skill is None:
+                raise ToolExecutionError(
+                    f"no skill named {skill_name!r}; available: {', '.join(skills)}", ACTIVATE_SKILL
+                )
+            return skill
+
+        def activate_skill(skill_name: str) -> str:
+            skill = find(skill_name)
+            listed = "\n".join(f"- {r}" for r in skill.resources)
+            more = f"\n\nResources (read with {READ_SKILL_RESOURCE}):\n{listed}" if listed else ""
+            return f"# Skill: {skill.name}\n\n{skill.instructions}{more}"
+
+        def read_skill_resource(skill_name: str, relative_path: str) -> str:
+            try:
+                return find(skill_name).read_resource(relative_path, max_bytes=cap)
+            except SkillError as exc:
+                raise ToolExecutionError(str(exc), READ_SKILL_RESOURCE) from None
+
+        activate = FunctionToolCallback(
+            activate_skill, description="Load the full instructions of one of your skills, by its name."
+        )
+        if not any(s.resources for s in skills.values()):
+            return (activate,)
+        read = FunctionToolCallback(
+            read_skill_resource,
+            description="Read a file of an activated skill, by the skill's name and the file's path in the skill.",
+        )
+        return (activate, read)
+
+    def before(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientRequest:
+        from chatclient.tools.decorator import _check_unique as check_unique_tools
+
+        text = self.catalogue()
+        prompt = request.prompt.augment_system_message(
+            lambda m: SystemMessage(f"{m.text}\n\n{text}" if m.text else text, m.metadata)
+        )
+        callbacks = (*tuple(request.context.get(ContextKeys.TOOL_CALLBACKS) or ()), *self.tool_callbacks())
+        check_unique_tools(callbacks)
+        return request.mutate(
+            prompt=prompt.copy(tools=tuple(cb.definition for cb in callbacks)),
+            context={ContextKeys.TOOL_CALLBACKS: callbacks},
+        )
+
+    def _loop(self, request: ChatClientRequest, chain: AdvisorChain) -> AdvisorChain:
+        """``chain`` itself when a tool loop follows; else the rest of it behind a tool loop of our own."""
+        from chatclient.tools import ToolCallAdvisor
+
+        if any(isinstance(a, ToolCallAdvisor) for a in chain.remaining):
+            return chain
+        return AdvisorChain((ToolCallAdvisor(), *chain.remaining), 0, request.context.get(ContextKeys.EVENTS))
+
+    def advise_call(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        request = self.before(request, chain)
+        return self._loop(request, chain).next_call(request)
+
+    def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
+        request = self.before(request, chain)
+        return self._loop(request, chain).next_stream(request)
+
+    async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
+        request = self.before(request, chain)
+        return await self._loop(request, chain).next_acall(request)
+
+    def advise_astream(self, request: ChatClientRequest, chain: AdvisorChain) -> Any:
+        request = self.before(request, chain)
+        return self._loop(request, chain).next_astream(request)
+
+    def __repr__(self) -> str:
+        return f"SkillsAdvisor(skills={list(self.skills)}, order={self.order})"
