@@ -19,7 +19,7 @@ from chatclient.mcp import McpClient, McpResourceReader, McpToolProvider, Sampli
 from chatclient.mcp.tools import McpToolCallback
 from chatclient.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from chatclient.testing import ScriptedChatModel
-from chatclient.tools import ToolCallAdvisor, tool
+from chatclient.tools import ToolCallAdvisor, ToolResult, tool
 
 pytestmark = [pytest.mark.mcp, pytest.mark.integration]
 
@@ -193,7 +193,13 @@ def test_images_become_media(dynamic: McpClient) -> None:
     assert result.media[0].mime_type == "image/png"
     assert result.media[0].data.startswith(b"\x89PNG")
     assert result.text == f"a tiny picture\n[image/png attachment, {len(result.media[0].data)} bytes]"
-    assert image.call("{}") == result.text
+    # The tool loop gets the image itself, not only its text marker.
+    passed = image.call("{}")
+    assert isinstance(passed, ToolResult) and (passed.text, passed.media) == (result.text, result.media)
+    model = ScriptedChatModel([call("image"), "A tiny picture."])
+    ChatClient.create(model).prompt("show").tools(McpToolProvider(dynamic)).call().content()
+    [sent] = tool_responses(model, 1).responses
+    assert sent.media == result.media and not sent.is_error
 
 
 def test_server_logs_go_to_structlog_and_progress_passes_through(

@@ -230,3 +230,18 @@ def test_hosted_tool_calls_and_citations_are_written_as_version_3() -> None:
     assert media["v"] == 3
     with pytest.raises(ValueError, match="version"):
         message_from_dict({**data, "v": 4})
+
+
+def test_served_tools_return_their_media_as_mcp_content() -> None:
+    pytest.importorskip("mcp")
+    from chatclient.mcp._sdk import types
+    from chatclient.mcp.server import _result_content
+
+    content = _result_content(
+        ToolResult("a chart", media=(CHART, Media("audio/wav", b"RIFF"), Media.from_url("https://x.org/a.pdf")))
+    )
+    assert isinstance(content[0], types.TextContent) and content[0].text == "a chart"
+    assert isinstance(content[1], types.ImageContent) and base64.b64decode(content[1].data) == PNG
+    assert isinstance(content[2], types.AudioContent) and content[2].mime_type == "audio/wav"
+    assert isinstance(content[3], types.TextContent) and "https://x.org/a.pdf" in content[3].text
+    assert [c.text for c in _result_content("plain")] == ["plain"]
