@@ -847,6 +847,7 @@ class AnthropicChatModel(HTTPChatModel):
 
     provider = "Anthropic"
     chat_path = "/v1/messages"
+    count_tokens_path = "/v1/messages/count_tokens"
 
     def __init__(
         self,
@@ -974,3 +975,27 @@ class AnthropicChatModel(HTTPChatModel):
     def stream_parser(self) -> AnthropicStreamParser:
         """A fresh parser for one streamed answer."""
         return AnthropicStreamParser()
+
+    def _count_body(self, prompt: Prompt) -> dict[str, Any]:
+        body = self.build_body(prompt, stream=False)
+        return {k: v for k, v in body.items() if k in _COUNT_TOKENS_FIELDS}
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """The input tokens of ``prompt`` as Anthropic counts them (``POST /v1/messages/count_tokens``,
+        free of charge, rate-limited separately): system, messages, tools and thinking included."""
+        return _input_tokens(self._http.post(self.count_tokens_path, self._count_body(prompt)))
+
+    async def acount_tokens(self, prompt: Prompt) -> int:
+        """Async ``count_tokens``."""
+        return _input_tokens(await self._http.apost(self.count_tokens_path, self._count_body(prompt)))
+
+
+# The fields the count_tokens endpoint accepts; the rest of a Messages body (max_tokens, sampling, stream) is refused.
+_COUNT_TOKENS_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"})
+
+
+def _input_tokens(payload: Any) -> int:
+    tokens = payload.get("input_tokens") if isinstance(payload, dict) else None
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ModelResponseError("unexpected Anthropic count_tokens answer: no input_tokens count in it")
+    return tokens

@@ -151,3 +151,19 @@ def test_stream_error_event_raises(server: LoopbackServer) -> None:
     with make_model(server) as model, pytest.raises(ModelHTTPError, match="overloaded_error") as info:
         list(model.stream(Prompt("x")))
     assert info.value.status == 529  # typed like the HTTP 529 it stands for
+
+
+def test_count_tokens_posts_only_the_fields_the_endpoint_accepts(server: LoopbackServer) -> None:
+    import asyncio
+
+    path = "/v1/messages/count_tokens"
+    server.script(path, Reply(json={"input_tokens": 42}), Reply(json={"input_tokens": 7}), Reply(json={"tokens": 1}))
+    model = make_model(server)
+    prompt = Prompt([SystemMessage("Be brief."), UserMessage("Hi")], ChatOptions(temperature=0.2), tools=(WEATHER,))
+    assert model.count_tokens(prompt) == 42
+    body = server.requests_to(path)[0].body
+    assert set(body) == {"model", "messages", "system", "tools"}  # no max_tokens, sampling or stream
+    assert body["system"] and body["tools"][0]["name"] == "get_weather"
+    assert asyncio.run(model.acount_tokens(prompt)) == 7
+    with pytest.raises(ModelResponseError, match="input_tokens"):
+        model.count_tokens(prompt)
