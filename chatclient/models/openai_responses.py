@@ -530,6 +530,7 @@ class ResponsesStreamParser:
         "_id",
         "_items",
         "_model",
+        "_part",
         "_part_start",
         "_seen",
         "_sse",
@@ -548,6 +549,7 @@ class ResponsesStreamParser:
         self._seen: set[str] = set()  # item ids whose content arrived as deltas
         self._summary_parts: dict[str, int] = {}
         self._part_start: dict[tuple[str, Any], int] = {}  # (item id, content index) -> answer offset
+        self._part: Any = None  # the (item id, content index) of the last text delta
         self._text_len = 0
         self._final: Mapping[str, Any] | None = None
 
@@ -567,9 +569,11 @@ class ResponsesStreamParser:
             delta = payload.get("delta") or ""
             if not delta:
                 return []
-            item_id = str(payload.get("item_id"))
-            self._seen.add(item_id)
-            self._part_start.setdefault((item_id, payload.get("content_index")), self._text_len)
+            part = (payload.get("item_id"), payload.get("content_index"))
+            if part != self._part:  # a new output_text part starts here (the hot path skips this)
+                self._part = part
+                self._seen.add(str(part[0]))
+                self._part_start.setdefault((str(part[0]), part[1]), self._text_len)
             self._text_len += len(delta)
             return [ChatResponse((Generation(AssistantMessage(delta)),), ChatResponseMetadata(self._id, self._model))]
         if kind == "response.function_call_arguments.delta":

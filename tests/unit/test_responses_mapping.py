@@ -264,3 +264,15 @@ def test_streamed_partial_tool_call_is_flagged_when_cut_by_max_output_tokens() -
     g = result.generations[0]
     assert g.finish_reason == "length"
     assert g.output.tool_calls[0].metadata.get("partial") is True
+
+
+def test_text_deltas_without_item_ids_are_not_repeated_when_the_item_is_done() -> None:
+    """A compatible server that leaves item_id out of its deltas: the text is streamed once."""
+    item = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi you", "annotations": []}]}
+    events = [
+        {"type": "response.output_text.delta", "delta": "Hi"},
+        {"type": "response.output_text.delta", "delta": " you"},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [item]}},
+    ]
+    assert aggregate(_feed_bytes(sse_bytes(events), [5])).text == "Hi you"
