@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -144,7 +145,7 @@ def test_split_by_limits_and_attach_from_elsewhere(server: LoopbackServer) -> No
     assert len(job.parts) == 3 and len(fake.jobs) == 3
     assert job.id == ",".join(job.parts)
     # another process: only the id and an equal model
-    again = OpenAIBatch(model(server)).attach(job.id)
+    again = pickle.loads(pickle.dumps(OpenAIBatch(model(server)))).attach(job.id)
     results = again.wait(poll_interval=0.01, progress=False).results()
     assert [r.value.text for r in results] == [f"echo Q{i}" for i in range(5)]  # type: ignore[union-attr]
     # bytes split too
