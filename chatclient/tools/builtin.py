@@ -23,7 +23,7 @@ any HTTP call. Only the options that are set are declared.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +134,8 @@ class WebSearch(HostedTool):
     ``allowed_domains`` restricts the sites searched."""
 
     max_uses: int | None = None
-    allowed_domains: tuple[str, ...] | None = None
+    allowed_domains: Sequence[str] | None = None
+    """Kept as a tuple (the tool compares and hashes by value)."""
     tool_name = "web_search"
 
     def __post_init__(self) -> None:
