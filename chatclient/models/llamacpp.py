@@ -59,6 +59,7 @@ from chatclient.models.base import (
     ModelCapabilities,
     Usage,
 )
+from chatclient.models.hosted_tools import function_tools
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -357,8 +358,11 @@ def tool_forcing(prompt: Prompt, options: ChatOptions | None) -> ToolForcing | N
     ``"required"``/``"any"`` (some tool), or ``"auto"``/``"none"``/``None`` (no forcing: the model
     answers in text). Forcing applies only to a turn that does not already follow a tool result:
     the forced call has been made, and the model should now answer with it (otherwise a forced
-    choice would call the tool forever). An unknown tool name raises ``ValueError``.
+    choice would call the tool forever). An unknown tool name raises ``ValueError``; a hosted tool
+    (web search, code execution) raises ``UnsupportedFeatureError``: nothing here can run it.
     """
+    if prompt.tools:
+        function_tools(prompt.tools, provider="llama.cpp")
     if not prompt.tools or options is None or options.tool_choice is None:
         return None
     choice = options.tool_choice

@@ -261,3 +261,11 @@ def test_responses_hosted_items_survive_memory(server: LoopbackServer, tmp_path:
     follow = server.requests_to(RESPONSES)[1].body["input"]
     assert follow[1:3] == fixture["body"]["output"]
     assert server.requests_to(RESPONSES)[1].body["tools"] == [{"type": "web_search"}]
+
+
+def test_the_embedded_llama_cpp_model_refuses_hosted_tools_before_generating() -> None:
+    from chatclient.models.llamacpp import tool_forcing
+
+    with pytest.raises(UnsupportedFeatureError) as info:
+        tool_forcing(Prompt("x", tools=(CodeExecution().definition,)), None)
+    assert info.value.provider == "llama.cpp"
