@@ -225,7 +225,18 @@ def check_agents_human_recovery(out: str) -> None:
     assert "calls: ['make_invoice', 'mail_invoice', 'mail_invoice']" in out
 
 
+def check_bulk_extract(out: str) -> None:
+    assert "first run: 5 of 6 documents, 1 failed" in out
+    assert "failed: grace.txt: grace.txt: the model did not answer in time" in out
+    assert re.search(r"tokens used: [1-9]\d*", out)
+    assert "re-run: 6 of 6 documents, 0 failed" in out
+    assert "re-run extracted again: ['grace.txt']" in out  # the other five came from the checkpoint
+    assert "ada.txt: Ada Lovelace (London)" in out and "tim.txt: Tim Berners-Lee (Geneva)" in out
+    assert "another function on the same checkpoint: BatchError" in out
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
+    "bulk_extract.py": check_bulk_extract,
     "agents_workflow.py": check_agents_workflow,
     "agents_human_recovery.py": check_agents_human_recovery,
     "vector_stores.py": check_vector_stores,
