@@ -53,26 +53,30 @@ def _made(spec: str) -> Any:
 
 
 class Progress:
-    """A progress bar on a terminal; one plain line per finished case elsewhere (CI logs)."""
+    """The run's progress on ``stream``: the project's tqdm bar (``chatclient.progress``) on a
+    terminal, one plain line per finished case elsewhere (CI logs), each naming the last case.
+    ``width`` is accepted for compatibility; the bar sizes itself."""
 
-    def __init__(self, stream: TextIO, *, width: int = 30) -> None:
+    def __init__(self, stream: TextIO, *, width: int | None = None) -> None:
         self.stream = stream
         self.width = width
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.passed = 0
+        self._bar: Any = None
 
     def __call__(self, done: int, total: int, case: Any) -> None:
+        from chatclient.evaluation.report import terminal_safe
+        from chatclient.progress import progress_bar
+
+        if self._bar is None:
+            self._bar = progress_bar(total=total, desc="eval", unit="case", stream=self.stream, interval=0)
         self.passed += int(case.passed)
-        if self.tty:
-            filled = int(self.width * done / total) if total else self.width
-            bar = "#" * filled + "." * (self.width - filled)
-            self.stream.write(f"\r[{bar}] {done}/{total} cases, {self.passed} passed")
-            if done == total:
-                self.stream.write("\n")
-        else:
-            status = "PASS" if case.passed else ("ERROR" if case.error else "FAIL")
-            self.stream.write(f"[{done}/{total}] {case.id} {status} score={case.score:.2f} {case.latency:.2f}s\n")
-        self.stream.flush()
+        status = "PASS" if case.passed else ("ERROR" if case.error else "FAIL")
+        last = terminal_safe(f"{case.id} {status} score={case.score:.2f} {case.latency:.2f}s")
+        self._bar.set_postfix_str(f"{self.passed} passed, last {last}", refresh=False)
+        self._bar.update(max(done - self._bar.n, 0))
+        if done >= total:
+            self._bar.close()
+            self._bar = None
 
 
 def build_parser() -> argparse.ArgumentParser:

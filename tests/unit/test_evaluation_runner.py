@@ -163,8 +163,10 @@ def test_cli_writes_reports_compares_and_fails_on_regression(tmp_path: Path, mon
     status = main(["eval", str(DATASET), "--client", f"{module}:make_client", "--out", str(tmp_path / "base")], out=out, err=err)
     assert status == 0, err.getvalue()
     assert (tmp_path / "base" / "report.json").exists() and (tmp_path / "base" / "report.html").exists()
-    progress = err.getvalue().splitlines()
-    assert len(progress) == len(load_dataset(DATASET)) and progress[-1].startswith(f"[{len(progress)}/{len(progress)}]")
+    progress = err.getvalue().splitlines()  # the bar's first state, then one line per case
+    total = len(load_dataset(DATASET))
+    assert len(progress) == total + 1 and f"| 0/{total} " in progress[0]
+    assert progress[-1].startswith("eval: 100%") and f"| {total}/{total} " in progress[-1]
 
     out, err = io.StringIO(), io.StringIO()
     status = main(
@@ -191,8 +193,22 @@ def test_progress_is_a_bar_on_a_terminal() -> None:
     screen = Terminal()
     report = run_evaluation(make_client(), list(load_dataset(DATASET))[:4], concurrency=1, progress=Progress(screen, width=8))
     text = screen.getvalue()
-    assert text.count("\r") == 4 and text.endswith(f"\r[########] 4/4 cases, {report.passed} passed\n")
-    assert "\r[##......] 1/4 cases" in text
+    # the project's one bar (tqdm): redrawn in place on a terminal, a newline only at the end
+    assert text.count("\r") >= 2 and text.count("\n") == 1 and text.endswith("\n")
+    last = text.rstrip("\n").rsplit("\r", 1)[-1]
+    assert last.startswith("eval: 100%") and "4/4" in last and f"{report.passed} passed" in last
+    assert "0/4" in text
+
+
+def test_progress_is_one_line_per_case_in_a_log() -> None:
+    from chatclient.evaluation.cli import Progress
+
+    log = io.StringIO()
+    report = run_evaluation(make_client(), list(load_dataset(DATASET))[:3], concurrency=1, progress=Progress(log))
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue()
+    assert [line.split("|")[-1].split()[0] for line in lines[-3:]] == ["1/3", "2/3", "3/3"]
+    assert lines[-1].startswith("eval: 100%") and report.cases[-1].id in lines[-1]
 
 
 def test_python_dash_m_chatclient_eval(tmp_path: Path) -> None:
