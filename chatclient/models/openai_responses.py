@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from chatclient import jsonsafe
-from chatclient.errors import ModelResponseError
+from chatclient.errors import ModelResponseError, UnsupportedFeatureError
 from chatclient.messages import (
     AssistantMessage,
     Citation,
@@ -152,7 +152,15 @@ def _tool_output(r: ToolResponse) -> str | list[dict[str, Any]]:
     if not r.media:
         return r.response_data
     parts: list[dict[str, Any]] = [{"type": "input_text", "text": r.response_data}] if r.response_data else []
-    parts.extend(media_part(m) for m in r.media)
+    for m in r.media:
+        if m.mime_type.lower().startswith(("audio/", "video/")):
+            raise UnsupportedFeatureError(
+                f"the Responses API takes images and files in a tool's output, not {m.mime_type} (tool {r.name!r}); "
+                "return a transcript instead, or use OpenAIChatModel, which sends audio to audio models",
+                feature="tool_result_media",
+                provider="OpenAI Responses",
+            )
+        parts.append(media_part(m))
     return parts
 
 

@@ -245,3 +245,9 @@ def test_served_tools_return_their_media_as_mcp_content() -> None:
     assert isinstance(content[2], types.AudioContent) and content[2].mime_type == "audio/wav"
     assert isinstance(content[3], types.TextContent) and "https://x.org/a.pdf" in content[3].text
     assert [c.text for c in _result_content("plain")] == ["plain"]
+
+
+def test_responses_refuses_audio_in_a_tool_output_before_http() -> None:
+    bad = ToolResponseMessage((ToolResponse("c1", "say", "", media=(Media("audio/wav", b"RIFF"),)),))
+    with pytest.raises(UnsupportedFeatureError, match="'say'"):
+        responses_input([bad])
