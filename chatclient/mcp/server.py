@@ -322,8 +322,10 @@ def _security_settings(
         if not isinstance(value, str) or not value:
             raise TypeError("allowed_hosts / allowed_origins take non-empty strings such as 'mcp.example.com:*'")
     if _is_loopback(host):
-        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-        origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+        bound = f"[{host.strip('[]')}]" if ":" in host else host  # e.g. 127.0.0.2: its own name is fine too
+        for name in dict.fromkeys(("127.0.0.1", "localhost", "[::1]", bound.lower())):
+            hosts.append(f"{name}:*")
+            origins.append(f"http://{name}:*")
     elif not hosts:
         if auth is None:
             raise ValueError(

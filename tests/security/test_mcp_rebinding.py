@@ -103,3 +103,6 @@ def test_loopback_serving_still_refuses_foreign_names_in_process() -> None:
     assert _get(app, "/messages/", {"Host": "evil.example"}).status_code == 421
     assert _get(app, "/messages/", {"Host": "localhost:8000", "Origin": "http://evil.example"}).status_code == 403
     assert _get(app, "/messages/", {"Host": "localhost:8000"}).status_code == 400  # past the guard
+    other_loopback = http_app(build_server([add]), transport="sse", host="127.0.0.2")
+    assert _get(other_loopback, "/messages/", {"Host": "127.0.0.2:8000"}).status_code == 400  # its own name passes
+    assert _get(other_loopback, "/messages/", {"Host": "evil.example"}).status_code == 421
