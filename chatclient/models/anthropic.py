@@ -28,6 +28,10 @@ What a response carries and where it lands:
   verbatim as long as the message's text and tool calls still match it (otherwise the turn is
   rebuilt from its fields, hosted tool blocks included).
 * a tool's media (``ToolResult``) -> ``image`` / ``document`` blocks inside its ``tool_result``.
+* ``stop_reason: "pause_turn"`` (the API paused long server-tool work): the paused content is sent
+  back as is so the model continues, up to ``pause_continuations`` times, and the parts come back
+  as one answer (contents, text, hosted tool calls, citations and usage joined; in a stream the
+  parts' deltas flow on and only the last part finishes).
 * ``usage``: ``prompt_tokens`` is the WHOLE input (``input_tokens`` + ``cache_read_input_tokens`` +
   ``cache_creation_input_tokens``, the library-wide rule), ``cached_input_tokens`` the cache reads,
   ``cache_write_tokens`` the cache writes.
@@ -50,6 +54,7 @@ import base64
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -76,6 +81,7 @@ from chatclient.models.base import (
     Generation,
     GenerationMetadata,
     ModelCapabilities,
+    ResponseAggregator,
     Usage,
 )
 from chatclient.models.hosted_tools import split_tools
@@ -833,6 +839,59 @@ class AnthropicStreamParser:
         return [ChatResponse((gen,), md)]
 
 
+# -- paused turns -------------------------------------------------------------------------------------
+
+
+def _paused(response: ChatResponse) -> bool:
+    g = response.result
+    return g is not None and g.metadata.extra.get("raw_finish_reason") == "pause_turn"
+
+
+def _continued(prompt: Prompt, paused: ChatResponse) -> Prompt:
+    """The request that lets the model continue a paused turn: the paused content sent back as is."""
+    assert paused.result is not None
+    return prompt.copy(messages=[*prompt.messages, paused.result.output])
+
+
+def _content_of(m: AssistantMessage) -> list[dict[str, Any]]:
+    return _stored_content(m) or _blocks(m)[1]
+
+
+def _joined(first: ChatResponse, rest: ChatResponse) -> ChatResponse:
+    """One answer from a paused turn and its continuation: contents, parts and usage joined."""
+    assert first.result is not None and rest.result is not None
+    a, b = first.result.output, rest.result.output
+    content = (*_content_of(a), *_content_of(b))
+    text = (a.text or "") + (b.text or "")
+    calls = (*a.tool_calls, *b.tool_calls)
+    message = AssistantMessage(
+        assistant_text(text, bool(calls)),
+        calls,
+        {**a.metadata, **b.metadata, CONTENT_KEY: content},
+        (*a.reasoning, *b.reasoning),
+        b.refusal,
+        (*a.hosted_tool_calls, *b.hosted_tool_calls),
+        (*a.citations, *b.citations),
+    )
+    md = rest.metadata
+    return ChatResponse(
+        (Generation(message, rest.result.metadata),),
+        ChatResponseMetadata(md.id, md.model, first.metadata.usage + md.usage, md.extra),
+    )
+
+
+def _last_chunk(chunk: ChatResponse, whole: ChatResponse, continued: bool) -> ChatResponse:
+    """The stream's finishing chunk; after a continuation it carries the joined content and usage."""
+    if not continued:
+        return chunk
+    assert whole.result is not None and chunk.result is not None
+    out = chunk.result.output
+    metadata = {**out.metadata, CONTENT_KEY: whole.result.output.metadata[CONTENT_KEY]}
+    g = Generation(replace(out, metadata=metadata), chunk.result.metadata)
+    md = chunk.metadata
+    return ChatResponse((g,), ChatResponseMetadata(md.id, md.model, whole.metadata.usage, md.extra))
+
+
 # -- chat model ---------------------------------------------------------------------------------------
 
 
@@ -847,6 +906,9 @@ class AnthropicChatModel(HTTPChatModel):
 
     provider = "Anthropic"
     chat_path = "/v1/messages"
+    pause_continuations: int = 5
+    """How many times a turn the API paused (``stop_reason: "pause_turn"``, long server-tool work)
+    is sent back to be continued; the answer joins the parts. ``0`` returns the paused part."""
     count_tokens_path = "/v1/messages/count_tokens"
 
     def __init__(
@@ -937,24 +999,73 @@ class AnthropicChatModel(HTTPChatModel):
             return sibling
 
     def call(self, prompt: Prompt) -> ChatResponse:
-        """Send the prompt and wait for the whole answer."""
+        """Send the prompt and wait for the whole answer (continuing a turn the API paused)."""
         sibling = self._for_betas(prompt)
-        return sibling.call(prompt) if sibling is not None else super().call(prompt)
+        if sibling is not None:
+            return sibling.call(prompt)
+        response = super().call(prompt)
+        for _ in range(self.pause_continuations):
+            if not _paused(response):
+                break
+            response = _joined(response, super().call(_continued(prompt, response)))
+        return response
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         """Async ``call``."""
         sibling = self._for_betas(prompt)
-        return await (sibling.acall(prompt) if sibling is not None else super().acall(prompt))
+        if sibling is not None:
+            return await sibling.acall(prompt)
+        response = await super().acall(prompt)
+        for _ in range(self.pause_continuations):
+            if not _paused(response):
+                break
+            response = _joined(response, await super().acall(_continued(prompt, response)))
+        return response
 
     def stream(self, prompt: Prompt) -> Iterator[ChatResponse]:
-        """Stream the answer as delta chunks (see ``HTTPChatModel.stream``)."""
+        """Stream the answer as delta chunks (see ``HTTPChatModel.stream``), continuing a paused turn."""
         sibling = self._for_betas(prompt)
-        return sibling.stream(prompt) if sibling is not None else super().stream(prompt)
+        if sibling is not None:
+            yield from sibling.stream(prompt)
+            return
+        earlier: ChatResponse | None = None
+        for attempt in range(self.pause_continuations + 1):
+            part = ResponseAggregator()
+            current = prompt if earlier is None else _continued(prompt, earlier)
+            for chunk in super().stream(current):
+                part.add(chunk)
+                if not chunk.has_finish_reason():
+                    yield chunk
+                    continue
+                whole = part.result() if earlier is None else _joined(earlier, part.result())
+                if _paused(whole) and attempt < self.pause_continuations:
+                    earlier = whole
+                    break
+                yield _last_chunk(chunk, whole, earlier is not None)
+                return
 
-    def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         """Async ``stream``."""
         sibling = self._for_betas(prompt)
-        return sibling.astream(prompt) if sibling is not None else super().astream(prompt)
+        if sibling is not None:
+            async for chunk in sibling.astream(prompt):
+                yield chunk
+            return
+        earlier: ChatResponse | None = None
+        for attempt in range(self.pause_continuations + 1):
+            part = ResponseAggregator()
+            current = prompt if earlier is None else _continued(prompt, earlier)
+            async for chunk in super().astream(current):
+                part.add(chunk)
+                if not chunk.has_finish_reason():
+                    yield chunk
+                    continue
+                whole = part.result() if earlier is None else _joined(earlier, part.result())
+                if _paused(whole) and attempt < self.pause_continuations:
+                    earlier = whole
+                    break
+                yield _last_chunk(chunk, whole, earlier is not None)
+                return
 
     def close(self) -> None:
         """Release pooled connections (those of the beta-header siblings too)."""

@@ -269,3 +269,131 @@ def test_the_embedded_llama_cpp_model_refuses_hosted_tools_before_generating() -
     with pytest.raises(UnsupportedFeatureError) as info:
         tool_forcing(Prompt("x", tools=(CodeExecution().definition,)), None)
     assert info.value.provider == "llama.cpp"
+
+
+# -- turns the API paused (pause_turn) ---------------------------------------------------------------------
+
+
+def message_sse(message: dict[str, Any]) -> bytes:
+    """A Messages API answer as the event stream the API sends for it."""
+    start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 1}}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(message["content"]):
+        kind = block["type"]
+        if kind == "text":
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            for c in block.get("citations") or ():
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "citations_delta", "citation": c},
+                        },
+                    )
+                )
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}},
+                )
+            )
+        elif kind == "server_tool_use":
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}},
+                )
+            )
+            partial = json.dumps(block["input"])
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": partial},
+                    },
+                )
+            )
+        else:
+            events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": message["usage"]["output_tokens"]},
+    }
+    events += [("message_delta", delta), ("message_stop", {"type": "message_stop"})]
+    return "".join(f"event: {n}\ndata: {json.dumps(d, ensure_ascii=False)}\n\n" for n, d in events).encode()
+
+
+def paused_reply(name: str, stream: bool, seed: int) -> Reply:
+    if not stream:
+        return anthropic_reply(name, seed)
+    rng = random.Random(f"{name}-{seed}")
+    body = message_sse(json.loads((DATA / name).read_text()))
+    return Reply(
+        200, body=body, headers={"content-type": "text/event-stream"}, split=[rng.randint(1, 23) for _ in range(64)]
+    )
+
+
+@pytest.mark.parametrize("mode", ["call", "acall", "stream", "astream"])
+def test_a_paused_turn_is_continued_and_joined(server: LoopbackServer, mode: str) -> None:
+    stream = mode.endswith("stream")
+    server.script(
+        MESSAGES,
+        paused_reply("pause_turn_web_search.json", stream, 1),
+        paused_reply("pause_turn_continued.json", stream, 2),
+    )
+    with anthropic(server) as model:
+        response, chunks = invoke(model, Prompt("When was 3.14 released?", tools=(WebSearch().definition,)), mode)
+    message = response.generations[0].output
+    assert message.text == "Let me search for the latest figures.Python 3.14.0 was released on 7 October 2025."
+    assert [h.name for h in message.hosted_tool_calls] == ["web_search"]
+    assert [c.url for c in message.citations] == ["https://peps.python.org/pep-0745/"]
+    assert response.generations[0].finish_reason == "stop"
+    assert response.generations[0].metadata.extra["raw_finish_reason"] == "end_turn"
+    assert (response.metadata.usage.prompt_tokens, response.metadata.usage.completion_tokens) == (5148, 136)
+    paused = json.loads((DATA / "pause_turn_web_search.json").read_text())
+    continued = json.loads((DATA / "pause_turn_continued.json").read_text())
+    assert [b["type"] for b in message.metadata[CONTENT_KEY]] == [
+        b["type"] for b in paused["content"] + continued["content"]
+    ]
+    # the paused content went back as is, as the last (assistant) turn of the continuation request
+    second = server.requests_to(MESSAGES)[1].body["messages"]
+    assert second[-1] == {"role": "assistant", "content": paused["content"]}
+    if chunks:
+        assert [c for c in chunks if c.has_finish_reason()] == [chunks[-1]]
+
+
+def test_the_joined_turn_goes_back_whole_next_time(server: LoopbackServer) -> None:
+    server.script(
+        MESSAGES,
+        anthropic_reply("pause_turn_web_search.json"),
+        anthropic_reply("pause_turn_continued.json"),
+        anthropic_reply("text.json"),
+    )
+    with anthropic(server) as model:
+        answer = model.call(Prompt("When?", tools=(WebSearch().definition,))).generations[0].output
+        from chatclient.messages import UserMessage
+
+        model.call(Prompt([UserMessage("When?"), answer, UserMessage("Thanks")], tools=(WebSearch().definition,)))
+    third = server.requests_to(MESSAGES)[2].body["messages"]
+    assert [b["type"] for b in third[1]["content"]] == ["text", "server_tool_use", "web_search_tool_result", "text"]
+
+
+def test_continuations_are_bounded(server: LoopbackServer) -> None:
+    server.script(MESSAGES, *(anthropic_reply("pause_turn_web_search.json", i) for i in range(3)))
+    with anthropic(server) as model:
+        model.pause_continuations = 2
+        response = model.call(Prompt("When?"))
+    assert len(server.requests_to(MESSAGES)) == 3
+    assert response.generations[0].metadata.extra["raw_finish_reason"] == "pause_turn"
+    assert [h.id for h in response.generations[0].output.hosted_tool_calls] == ["srvtoolu_01PauseA"] * 3
