@@ -22,8 +22,6 @@ from chatclient.errors import EvaluationError
 
 MAX_DATASET_BYTES = 20 * 1024 * 1024
 MAX_CASES = 100_000
-MAX_YAML_DEPTH = 64
-"""Nesting bound of a YAML dataset (collections inside collections)."""
 _CHECKS = ("contains", "any_of", "regex", "exact", "json_schema", "fields", "tool_calls", "reference")
 
 
@@ -109,38 +107,16 @@ def _read(path: Path) -> str:
 
 
 def _load_yaml(text: str, name: str) -> Any:
-    """``yaml.safe_load`` without aliases (an alias bomb expands a few hundred bytes into billions of
-    nodes) and with bounded nesting; refusals are ``EvaluationError``s naming the line."""
+    """A YAML dataset through ``chatclient.yamlsafe``: no aliases (an alias bomb expands a few hundred
+    bytes into billions of nodes), bounded nodes and nesting; refusals are ``EvaluationError``s."""
+    from chatclient.yamlsafe import YAMLSafetyError, load
+
     try:
-        import yaml  # type: ignore[import-untyped]  # PyYAML ships no type hints
+        return load(text, what=name)
+    except YAMLSafetyError as exc:
+        raise EvaluationError(str(exc)) from None
     except ImportError:  # pragma: no cover - pyyaml ships with the dev extra
         raise EvaluationError("reading YAML datasets needs PyYAML: pip install pyyaml") from None
-
-    class Loader(yaml.SafeLoader):  # type: ignore[misc]
-        depth = 0
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                line = self.peek_event().start_mark.line + 1
-                raise EvaluationError(
-                    f"{name} line {line}: YAML aliases (*name) are not allowed in datasets; write the value out"
-                )
-            self.depth += 1
-            try:
-                if self.depth > MAX_YAML_DEPTH:
-                    line = self.peek_event().start_mark.line + 1
-                    raise EvaluationError(f"{name} line {line}: nested deeper than {MAX_YAML_DEPTH} levels")
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    loader = Loader(text)
-    try:
-        return loader.get_single_data()
-    except yaml.YAMLError as exc:
-        raise EvaluationError(f"{name}: not valid YAML ({str(exc)[:200]})") from None
-    finally:
-        loader.dispose()
 
 
 def load_dataset(source: str | Path | Iterable[Any]) -> list[EvalCase]:
