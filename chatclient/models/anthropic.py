@@ -1094,10 +1094,16 @@ class AnthropicChatModel(HTTPChatModel):
     def count_tokens(self, prompt: Prompt) -> int:
         """The input tokens of ``prompt`` as Anthropic counts them (``POST /v1/messages/count_tokens``,
         free of charge, rate-limited separately): system, messages, tools and thinking included."""
+        sibling = self._for_betas(prompt)  # hosted tools that need a beta are counted with it
+        if sibling is not None:
+            return sibling.count_tokens(prompt)
         return _input_tokens(self._http.post(self.count_tokens_path, self._count_body(prompt)))
 
     async def acount_tokens(self, prompt: Prompt) -> int:
         """Async ``count_tokens``."""
+        sibling = self._for_betas(prompt)
+        if sibling is not None:
+            return await sibling.acount_tokens(prompt)
         return _input_tokens(await self._http.apost(self.count_tokens_path, self._count_body(prompt)))
 
 

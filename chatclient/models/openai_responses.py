@@ -730,6 +730,7 @@ class OpenAIResponsesModel(HTTPChatModel):
 
     provider = "OpenAI"
     chat_path = "/responses"
+    count_tokens_path = "/responses/input_tokens"
 
     def __init__(
         self,
@@ -811,3 +812,41 @@ class OpenAIResponsesModel(HTTPChatModel):
     def stream_parser(self) -> ResponsesStreamParser:
         """A fresh parser for one streamed answer."""
         return ResponsesStreamParser()
+
+    def _count_body(self, prompt: Prompt) -> dict[str, Any]:
+        body = self.build_body(prompt, stream=False)
+        return {k: v for k, v in body.items() if k in _COUNT_FIELDS}
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """The input tokens of ``prompt`` as OpenAI counts them (``POST /responses/input_tokens``):
+        messages, tools, reasoning items and the output format included; nothing is generated."""
+        return _input_tokens(self._http.post(self.count_tokens_path, self._count_body(prompt)))
+
+    async def acount_tokens(self, prompt: Prompt) -> int:
+        """Async ``count_tokens``."""
+        return _input_tokens(await self._http.apost(self.count_tokens_path, self._count_body(prompt)))
+
+
+# The request fields the input_tokens endpoint takes (the rest of a create body is refused there).
+_COUNT_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "reasoning",
+        "text",
+        "truncation",
+        "conversation",
+    }
+)
+
+
+def _input_tokens(payload: Any) -> int:
+    tokens = payload.get("input_tokens") if isinstance(payload, Mapping) else None
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ModelResponseError("unexpected OpenAI input_tokens answer: no input_tokens count in it")
+    return tokens

@@ -397,3 +397,12 @@ def test_continuations_are_bounded(server: LoopbackServer) -> None:
     assert len(server.requests_to(MESSAGES)) == 3
     assert response.generations[0].metadata.extra["raw_finish_reason"] == "pause_turn"
     assert [h.id for h in response.generations[0].output.hosted_tool_calls] == ["srvtoolu_01PauseA"] * 3
+
+
+def test_anthropic_count_tokens_sends_the_betas_hosted_tools_need(server: LoopbackServer) -> None:
+    server.script("/v1/messages/count_tokens", Reply(json={"input_tokens": 1234}))
+    with anthropic(server) as model:
+        assert model.count_tokens(Prompt("10!", tools=(CodeExecution().definition,))) == 1234
+    request = server.requests_to("/v1/messages/count_tokens")[0]
+    assert request.headers["anthropic-beta"] == "code-execution-2025-08-25"
+    assert request.body["tools"] == [{"type": "code_execution_20250825", "name": "code_execution"}]

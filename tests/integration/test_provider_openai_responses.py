@@ -334,3 +334,28 @@ def test_cassette_records_and_replays_the_responses_model(server: LoopbackServer
         assert cassette.played == 1 and cassette.sent == 0
     assert again.generations[0].output == first.generations[0].output
     assert again.generations[0].output.hosted_tool_calls[0].name == "web_search"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_count_tokens_asks_the_input_tokens_endpoint(server: LoopbackServer, mode: str) -> None:
+    from chatclient.tools import resolve_tools
+    from chatclient.tools.builtin import WebSearch
+
+    server.script(PATH + "/input_tokens", Reply(json={"object": "response.input_tokens", "input_tokens": 412}))
+    prompt = Prompt(
+        "Weather in Paris?",
+        ChatOptions(max_tokens=30),
+        tools=tuple(cb.definition for cb in resolve_tools([get_weather, WebSearch()])),
+    )
+    with make_model(server) as model:
+        count = model.count_tokens(prompt) if mode == "sync" else asyncio.run(model.acount_tokens(prompt))
+    assert count == 412
+    body = server.requests_to(PATH + "/input_tokens")[0].body
+    assert set(body) == {"model", "input", "tools"}  # store, include, max_output_tokens are not taken there
+    assert body["tools"][1] == {"type": "web_search"}
+
+
+def test_count_tokens_malformed_answer_is_a_typed_error(server: LoopbackServer) -> None:
+    server.script(PATH + "/input_tokens", Reply(json={"object": "response.input_tokens"}))
+    with make_model(server) as model, pytest.raises(ModelResponseError, match="input_tokens"):
+        model.count_tokens(Prompt("hi"))
