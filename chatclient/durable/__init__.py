@@ -1,0 +1,1 @@
+"""Durable execution: agents workflows whose steps survive a crash (``chatclient.durable.dbos``, extra ``dbos``)."""
