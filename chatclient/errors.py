@@ -439,6 +439,19 @@ class SharedStateError(ChatClientError):
         self.where = where
 
 
+class DurableSuspendedError(ChatClientError):
+    """A durable (DBOS) agents run reached ``human_input`` without a responder; ``question`` and
+    ``scope_json`` say where it stopped (resume it with ``workflow.resume`` outside DBOS)."""
+
+    def __init__(self, question: str, scope_json: str) -> None:
+        super().__init__(
+            f"the durable run is waiting for a person ({question!r}); resume it with workflow.resume(scope, answer) "
+            "outside DBOS, or give human_input a responder"
+        )
+        self.question = question
+        self.scope_json = scope_json
+
+
 class BatchItemError(BatchError):
     """One item of a provider batch has no answer: ``kind`` is ``"errored"`` (the provider's error is
     in the message), ``"expired"`` (the job's window ended first), ``"canceled"`` or ``"missing"``."""
@@ -470,6 +483,7 @@ __all__ = [
     "BatchTimeoutError",
     "BatchItemError",
     "SharedStateError",
+    "DurableSuspendedError",
     "InvalidDecisionResponseError",
     "InvalidDecisionQuestionError",
     "AdvisorChainError",

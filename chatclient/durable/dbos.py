@@ -40,23 +40,11 @@ from typing import Any
 from chatclient.agents.agent import FunctionAgent, LlmAgent, ServiceAgent
 from chatclient.agents.base import Agent, Step
 from chatclient.client import ChatClient
-from chatclient.errors import ChatClientError
+from chatclient.errors import DurableSuspendedError
 from chatclient.models.base import BaseChatModel, ChatModel, ChatResponse
 from chatclient.prompt import Prompt
 
 __all__ = ["DurableSuspendedError", "durable"]
-
-
-class DurableSuspendedError(ChatClientError):
-    """A durable run reached ``human_input`` without a responder; ``question`` and ``scope_json`` say where."""
-
-    def __init__(self, question: str, scope_json: str) -> None:
-        super().__init__(
-            f"the durable run is waiting for a person ({question!r}); resume it with workflow.resume(scope, answer) "
-            "outside DBOS, or give human_input a responder"
-        )
-        self.question = question
-        self.scope_json = scope_json
 
 
 def _dbos() -> Any:
