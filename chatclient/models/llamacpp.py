@@ -490,7 +490,9 @@ class LlamaCppChatModel(BaseChatModel):
     One call per turn: ``parallel_tool_calls`` is ignored.
     """
 
-    capabilities = ModelCapabilities(native_structured_output=True, tools=True, streaming=True, vision=False)
+    capabilities = ModelCapabilities(
+        native_structured_output=True, tools=True, streaming=True, vision=False, logprobs=True
+    )
 
     def __init__(
         self,
@@ -666,14 +668,22 @@ class LlamaCppChatModel(BaseChatModel):
     # -- call --------------------------------------------------------------------------------------
 
     def call(self, prompt: Prompt) -> ChatResponse:
-        """Generate one whole answer."""
+        """Generate one whole answer.
+
+        With ``extra={"logprobs": True, "top_logprobs": n}`` in the options, the generation's
+        ``metadata.extra["logprobs"]`` holds each answer token's log-probability and the ``n`` most
+        likely tokens at its position, in OpenAI's shape, computed exactly from llama.cpp's logits
+        (see ``_LogprobRecorder``; ``logits_all`` is not needed).
+        """
         kwargs, forcing = self._request(prompt)
+        recorder = _LogprobRecorder.from_kwargs(kwargs, self.llama, self._counter)
         with self._lock:
             self._forget_unless_cached()
             try:
                 raw = self.llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt does not fit in n_ctx
                 raise ModelError(f"llama.cpp rejected the request: {exc}") from exc
+            logprobs = recorder.content() if recorder is not None else None
         try:
             choice = raw["choices"][0]
             text: str | None = choice["message"].get("content")
@@ -691,7 +701,8 @@ class LlamaCppChatModel(BaseChatModel):
             if call is not None:
                 message = AssistantMessage(None, (call,))
                 finish = "tool_calls" if finish in (None, "stop") else finish
-        generation = Generation(message, GenerationMetadata(finish))
+        extra = MappingProxyType({"logprobs": {"content": logprobs}}) if logprobs is not None else None
+        generation = Generation(message, GenerationMetadata(finish, extra) if extra else GenerationMetadata(finish))
         return ChatResponse((generation,), self._metadata(raw.get("id"), usage))
 
     # -- stream ------------------------------------------------------------------------------------
@@ -704,6 +715,7 @@ class LlamaCppChatModel(BaseChatModel):
         """
         kwargs, forcing = self._request(prompt)
         kwargs["stream"] = True
+        _LogprobRecorder.from_kwargs(kwargs, self.llama, self._counter, recording=False)  # not streamed
         with self._lock:
             self._forget_unless_cached()
             yield from self._stream_locked(kwargs, forcing)
@@ -769,6 +781,7 @@ class _GenerationCounter:
     def __init__(self, llama: Any, llama_cpp: Any) -> None:
         self.prompt_tokens = 0
         self.sampled = 0
+        self.tokens: list[int] = []  # the sampled tokens of the current generation
         self.last_was_eog = False
         self._generate = llama.generate
         vocab = getattr(getattr(llama, "_model", None), "vocab", None)
@@ -786,11 +799,94 @@ class _GenerationCounter:
     def _counting_generate(self, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Iterator[int]:
         self.prompt_tokens = len(tokens)
         self.sampled = 0
+        self.tokens = []
         self.last_was_eog = False
         for token in self._generate(tokens, *args, **kwargs):
             self.sampled += 1
+            self.tokens.append(token)
             self.last_was_eog = self._is_eog(token)
             yield token
+
+
+class _LogprobRecorder:
+    """A llama-cpp logits processor that records log-probabilities at each sampled position.
+
+    llama-cpp-python computes logprobs only for models built with ``logits_all=True``, which keeps
+    ``n_ctx x n_vocab`` floats (800 MB for SmolLM2 at 4,096 tokens). This processor sees the raw
+    logits of each position just before sampling (first in the sampler chain, before penalties and
+    grammar) and keeps only the ``top_n`` best tokens plus, once the token is known from the
+    generation counter, the sampled token's own log-probability: exact, and a row in memory at a time.
+    """
+
+    def __init__(self, llama: Any, counter: _GenerationCounter, top_n: int) -> None:
+        self._llama = llama
+        self._counter = counter
+        self.top_n = top_n
+        self._tops: list[tuple[Any, Any]] = []  # (token ids, logprobs) per position
+        self._chosen: list[tuple[int, float]] = []
+        self._pending: Any = None  # the full logprob row of the latest position
+
+    @classmethod
+    def from_kwargs(
+        cls, kwargs: dict[str, Any], llama: Any, counter: _GenerationCounter, *, recording: bool = True
+    ) -> _LogprobRecorder | None:
+        """Take ``logprobs``/``top_logprobs`` out of the llama kwargs; a recorder when they ask for it."""
+        wanted = kwargs.pop("logprobs", None)
+        top = kwargs.pop("top_logprobs", None)
+        if not wanted or not recording:
+            return None
+        if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+            top = 0
+        recorder = cls(llama, counter, min(top, 100))
+        kwargs["logits_processor"] = [*kwargs.get("logits_processor", ()), recorder]
+        return recorder
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+
+        self._resolve()
+        logits = np.asarray(scores, dtype=np.float64)
+        peak = float(logits.max())
+        row = logits - (peak + float(np.log(np.exp(logits - peak).sum())))
+        k = min(self.top_n, row.shape[0])
+        if k:
+            top = np.argpartition(-row, k - 1)[:k]
+            top = top[np.argsort(-row[top], kind="stable")]
+            self._tops.append((top, row[top]))
+        else:
+            self._tops.append((np.empty(0, dtype=np.int64), np.empty(0)))
+        self._pending = row
+        return scores
+
+    def _resolve(self) -> None:
+        if self._pending is None:
+            return
+        i = len(self._chosen)
+        tokens = self._counter.tokens
+        if i < len(tokens):
+            self._chosen.append((tokens[i], float(self._pending[tokens[i]])))
+        self._pending = None
+
+    def _text(self, token: int) -> str:
+        return bytes(self._llama.detokenize([int(token)])).decode("utf-8", errors="replace")
+
+    def content(self) -> list[dict[str, Any]]:
+        """One OpenAI-shaped entry per answer token (``token``, ``logprob``, ``bytes``, ``top_logprobs``)."""
+        self._resolve()
+        chosen = self._chosen
+        if len(chosen) > 1 and self._counter.last_was_eog and len(chosen) == len(self._counter.tokens):
+            # The end-of-generation token is not part of the answer; kept when it is the only
+            # position, whose top tokens are still what a one-token question asks for.
+            chosen = chosen[:-1]
+        out = []
+        for (token, logprob), (ids, lps) in zip(chosen, self._tops, strict=False):
+            text = self._text(token)
+            tops = []
+            for t, lp in zip(ids.tolist(), lps.tolist(), strict=True):
+                piece = self._text(t)
+                tops.append({"token": piece, "logprob": lp, "bytes": list(piece.encode())})
+            out.append({"token": text, "logprob": logprob, "bytes": list(text.encode()), "top_logprobs": tops})
+        return out
 
 
 class _GrammarPrefilter:
