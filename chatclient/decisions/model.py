@@ -66,6 +66,10 @@ MAX_QUESTIONS = 500
 """The most questions one ``decide`` call may ask."""
 
 _MAX_DEPTH = 20
+_MAX_BASELINES = 1024
+
+CALIBRATION_INPUT = "N/A"
+"""The content-free input of contextual calibration (``DecisionModel(calibrate=True)``)."""
 _MAX_CONCURRENCY = 8
 
 DecisionInput = str | Mapping[str, Any] | Sequence[Message]
@@ -204,16 +208,40 @@ def label_probabilities(tokens: Sequence[tuple[str, float]], labels: Sequence[st
     return [min(1.0, m / total) for m in mass]
 
 
+def _answer(question: Question, probabilities: Sequence[float] | None, refusal: str | None = None) -> Answer:
+    if isinstance(question, YesNoQuestion):
+        return YesNoAnswer(0.0, refusal=refusal) if probabilities is None else YesNoAnswer(probabilities[0])
+    cls = ChoiceAnswer if isinstance(question, ChoiceQuestion) else ScaleAnswer
+    entries = question.options if isinstance(question, ChoiceQuestion) else question.levels
+    if probabilities is None:
+        return cls(entries, [0.0] * len(entries), refusal=refusal)
+    return cls(entries, probabilities)
+
+
+def calibrated(probabilities: Sequence[float], baseline: Sequence[float]) -> list[float]:
+    """``probabilities`` divided by the model's ``baseline`` for a content-free input, renormalised.
+
+    This is contextual calibration (Zhao et al., 2021, "Calibrate Before Use"): it removes the
+    model's prior leaning towards one answer token (small models often favour "no", or "A").
+    """
+    # A baseline under 1% (or a label missing from the baseline's top tokens) is not a reliable
+    # measure of the prior; flooring it keeps one rare label from being inflated without bound.
+    weights = [p / max(b, 0.01) for p, b in zip(probabilities, baseline, strict=True)]
+    total = sum(weights)
+    return list(probabilities) if total <= 0.0 else [min(1.0, w / total) for w in weights]
+
+
 def read_answer(question: Question, response: ChatResponse, model_name: str = "the model") -> Answer:
     """The answer to ``question`` in ``response`` (refusals give a refused answer; unreadable ones raise)."""
     refusal = _refusal(response)
-    labels = labels_of(question)
     if refusal is not None:
-        if isinstance(question, YesNoQuestion):
-            return YesNoAnswer(0.0, refusal=refusal)
-        cls = ChoiceAnswer if isinstance(question, ChoiceQuestion) else ScaleAnswer
-        entries = question.options if isinstance(question, ChoiceQuestion) else question.levels
-        return cls(entries, [0.0] * len(entries), refusal=refusal)
+        return _answer(question, None, refusal)
+    return _answer(question, read_probabilities(question, response, model_name))
+
+
+def read_probabilities(question: Question, response: ChatResponse, model_name: str = "the model") -> list[float]:
+    """The answers' probabilities in ``response``, in label order (raises ``InvalidDecisionResponseError``)."""
+    labels = labels_of(question)
     tokens = _top_tokens(response)
     if tokens is None:
         raise InvalidDecisionResponseError(
@@ -228,11 +256,7 @@ def read_answer(question: Question, response: ChatResponse, model_name: str = "t
             "reword the question (or question_template) so the first token of the answer is a label, or use a "
             "model that follows instructions better"
         )
-    if isinstance(question, YesNoQuestion):
-        return YesNoAnswer(probabilities[0])
-    if isinstance(question, ChoiceQuestion):
-        return ChoiceAnswer(question.options, probabilities)
-    return ScaleAnswer(question.levels, probabilities)
+    return probabilities
 
 
 # -- the model --------------------------------------------------------------------------------------
@@ -282,6 +306,12 @@ class DecisionModel:
     ``question_template`` replaces :data:`DEFAULT_QUESTION_TEMPLATE` (jinja; it must use ``input``
     and ``question``, values are inserted as data); ``system`` replaces :data:`DEFAULT_SYSTEM`.
     Inputs longer than ``max_input_chars`` are refused.
+
+    ``calibrate=True`` applies contextual calibration (see :func:`calibrated`): each question is
+    also asked once about a content-free input (``"N/A"``; the answer is cached per question) and
+    the probabilities are divided by that baseline, which removes a small model's leaning towards
+    one answer. It costs one more call per distinct question; off by default, because the
+    probabilities then mean "compared with no evidence", not the model's raw belief.
     """
 
     def __init__(
@@ -291,6 +321,7 @@ class DecisionModel:
         question_template: str | None = None,
         system: str | None = None,
         max_input_chars: int = MAX_INPUT_CHARS,
+        calibrate: bool = False,
     ) -> None:
         if model is None or not callable(getattr(model, "call", None)):
             raise TypeError(f"DecisionModel needs a chat model, got {type(model).__name__}")
@@ -300,6 +331,8 @@ class DecisionModel:
         if not isinstance(max_input_chars, int) or max_input_chars < 1:
             raise ValueError("max_input_chars must be a positive int")
         self.max_input_chars = max_input_chars
+        self.calibrate = bool(calibrate)
+        self._baselines: dict[str, list[float]] = {}
         from chatclient.templates import default_renderer
 
         names = getattr(default_renderer(), "variables", None)
@@ -354,13 +387,48 @@ class DecisionModel:
         self._check_model()
         return asked, input_text(input, max_chars=self.max_input_chars)
 
+    def _read(self, question: Question, response: ChatResponse, baseline: list[float] | None) -> Answer:
+        refusal = _refusal(response)
+        if refusal is not None:
+            return _answer(question, None, refusal)
+        probabilities = read_probabilities(question, response, self.model_name)
+        return _answer(question, calibrated(probabilities, baseline) if baseline is not None else probabilities)
+
+    def _remember(self, key: str, response: ChatResponse, question: Question) -> list[float] | None:
+        if _refusal(response) is not None:
+            return None
+        baseline = read_probabilities(question, response, self.model_name)
+        if len(self._baselines) >= _MAX_BASELINES:
+            self._baselines.clear()
+        self._baselines[key] = baseline
+        return baseline
+
+    def _baseline(self, question: Question) -> list[float] | None:
+        if not self.calibrate:
+            return None
+        prompt = self.prompt_for(CALIBRATION_INPUT, question)
+        key = prompt.user_message.text
+        if key in self._baselines:
+            return self._baselines[key]
+        return self._remember(key, metered_call(self.model, prompt, None), question)
+
+    async def _abaseline(self, question: Question) -> list[float] | None:
+        if not self.calibrate:
+            return None
+        prompt = self.prompt_for(CALIBRATION_INPUT, question)
+        key = prompt.user_message.text
+        if key in self._baselines:
+            return self._baselines[key]
+        return self._remember(key, await metered_acall(self.model, prompt, None), question)
+
     def decide(self, input: DecisionInput, questions: Mapping[str, Question]) -> dict[str, Answer]:
         """Ask every question about ``input``; name -> answer, in the order asked (one model call each)."""
         asked, text = self._prepare(input, questions)
         out: dict[str, Answer] = {}
         for name, q in asked.items():
+            baseline = self._baseline(q)
             response = metered_call(self.model, self.prompt_for(text, q), None)
-            out[name] = read_answer(q, response, self.model_name)
+            out[name] = self._read(q, response, baseline)
         return out
 
     async def adecide(self, input: DecisionInput, questions: Mapping[str, Question]) -> dict[str, Answer]:
@@ -370,8 +438,9 @@ class DecisionModel:
 
         async def one(q: Question) -> Answer:
             async with gate:
+                baseline = await self._abaseline(q)
                 response = await metered_acall(self.model, self.prompt_for(text, q), None)
-            return read_answer(q, response, self.model_name)
+            return self._read(q, response, baseline)
 
         answers = await asyncio.gather(*(one(q) for q in asked.values()))
         return dict(zip(asked, answers, strict=True))

@@ -333,3 +333,31 @@ def test_lp_response_helper_matches_openai_parser_shape():
     # The helper's payload goes through the real OpenAI parser in the integration test; here the
     # unit double must carry the same key the parser fills.
     assert "logprobs" in lp_response({"yes": 1.0}).result.metadata.extra
+
+
+def test_calibration_divides_out_the_answer_to_a_content_free_input_once_per_question():
+    def answer(text: str):
+        return {"yes": 0.3, "no": 0.7} if "Input:\nN/A\n" in text else {"yes": 0.45, "no": 0.55}
+
+    model = decision_model(answer)
+    dm = DecisionModel(model, calibrate=True)
+    p = dm.decide("a message", {"q": YesNoQuestion("Happy?")})["q"].probability
+    expected = (0.45 / 0.3) / (0.45 / 0.3 + 0.55 / 0.7)
+    assert p == pytest.approx(expected)
+    assert DecisionModel(model).decide("a message", {"q": YesNoQuestion("Happy?")})["q"].probability == pytest.approx(0.45)
+    calls = len(model.prompts)
+    dm.decide("another message", {"q": YesNoQuestion("Happy?")})
+    assert len(model.prompts) == calls + 1  # the baseline of this question is cached
+    again = asyncio.run(dm.adecide("a message", {"q": YesNoQuestion("Happy?"), "r": YesNoQuestion("Sad?")}))
+    assert again["q"].probability == pytest.approx(expected)
+    assert len(model.prompts) == calls + 4  # one new baseline (Sad?) and two answers
+
+
+def test_calibrated_choice_keeps_a_label_the_model_never_gave_at_zero():
+    def answer(text: str):
+        return {"A": 0.8, "B": 0.2} if "Input:\nN/A\n" in text else {"A": 0.6, "B": 0.4}
+
+    choice = DecisionModel(decision_model(answer), calibrate=True).decide("x", {"c": ChoiceQuestion("?", ["a", "b", "c"])})["c"]
+    assert choice.value == "b"
+    assert choice.probabilities["c"] == 0.0
+    assert choice.probability_of("b") == pytest.approx((0.4 / 0.2) / (0.4 / 0.2 + 0.6 / 0.8))
