@@ -18,6 +18,8 @@ from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
 
+from chatclient._pickling import PicklesWithoutLocks
+
 __all__ = ["CircuitBreaker", "CircuitState"]
 
 
@@ -29,7 +31,7 @@ class CircuitState(StrEnum):
     HALF_OPEN = "half_open"
 
 
-class CircuitBreaker:
+class CircuitBreaker(PicklesWithoutLocks):
     """Opens after ``failure_threshold`` failures within ``window`` seconds; stays open ``reset_timeout``
     seconds (or the failure's ``Retry-After``), then lets one probe call through.
 

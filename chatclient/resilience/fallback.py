@@ -83,9 +83,31 @@ _HEALTH = frozenset({"connection", "timeout", "rate_limit", "server_error", "ove
 FallbackOn = Iterable[str | type[BaseException]] | Callable[[BaseException], bool]
 
 
+class _Trigger:
+    """Whether an error moves on to the next model: one of ``kinds``, or a trigger named in ``names``
+    (``names=None``: any known trigger). A class, not a closure, so the model pickles."""
+
+    __slots__ = ("kinds", "names")
+
+    def __init__(self, kinds: tuple[type[BaseException], ...] = (), names: frozenset[str] | None = None) -> None:
+        self.kinds = kinds
+        self.names = names
+
+    def __call__(self, error: BaseException) -> bool:
+        if self.names is None:
+            return fallback_trigger(error) is not None
+        return isinstance(error, self.kinds) or fallback_trigger(error) in self.names
+
+    def __getstate__(self) -> tuple[tuple[type[BaseException], ...], frozenset[str] | None]:
+        return self.kinds, self.names
+
+    def __setstate__(self, state: tuple[tuple[type[BaseException], ...], frozenset[str] | None]) -> None:
+        self.kinds, self.names = state
+
+
 def _predicate(on: FallbackOn | None) -> Callable[[BaseException], bool]:
     if on is None:
-        return lambda e: fallback_trigger(e) is not None
+        return _Trigger()
     if callable(on) and not isinstance(on, type):
         return on
     names: set[str] = set()
@@ -97,8 +119,7 @@ def _predicate(on: FallbackOn | None) -> Callable[[BaseException], bool]:
             names.add(item)
         else:
             raise ValueError(f"on= takes trigger names ({', '.join(TRIGGERS)}) or exception classes, got {item!r}")
-    kinds_t = tuple(kinds)
-    return lambda e: isinstance(e, kinds_t) or fallback_trigger(e) in names
+    return _Trigger(tuple(kinds), frozenset(names))
 
 
 def _retry_after(error: BaseException) -> float | None:

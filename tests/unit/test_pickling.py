@@ -144,3 +144,38 @@ def test_unpickled_model_rebuilds_its_connections() -> None:
         assert copy.prompt("ping").call().content() == "pong"
         assert len(server.requests_to("/v1/chat/completions")) == 2
         assert server.requests_to("/v1/chat/completions")[1].headers["authorization"] == "Bearer sk-explicit-000111"
+
+
+def test_wrappers_breakers_and_stores() -> None:
+    from chatclient.rag import SimpleVectorStore
+    from chatclient.rag.stores.sqlite import SqliteVectorStore
+    from chatclient.resilience import CircuitBreaker, FallbackChatModel, RateLimiter
+
+    fallback = FallbackChatModel(
+        ScriptedChatModel(["primary"]), ScriptedChatModel(["backup"]), on=("rate_limit", TimeoutError)
+    )
+    copy = roundtrip(fallback)
+    assert copy._should_fall_back(TimeoutError()) and not copy._should_fall_back(ValueError())
+    assert ChatClient.create(copy).prompt("hi").call().content() == "primary"
+    breaker = CircuitBreaker(failure_threshold=2)
+    assert roundtrip(breaker).failure_threshold == 2
+    limited = roundtrip(RateLimiter(requests_per_minute=600).wrap(ScriptedChatModel(["ok"])))
+    assert ChatClient.create(limited).prompt("hi").call().content() == "ok"
+
+    embedding = OpenAIEmbeddingModel(api_key="sk-explicit-000111", base_url="http://127.0.0.1:9/v1")
+    store = SimpleVectorStore(embedding)
+    assert roundtrip(store).embedding_model == embedding
+    with pytest.raises(TypeError, match="pass its path"):
+        pickle.dumps(SqliteVectorStore(":memory:", embedding))
+
+
+def test_embedded_model_travels_as_its_arguments() -> None:
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed")
+    from chatclient.models.llamacpp import LlamaCppChatModel
+    from chatclient.models.model_files import default_model_path
+
+    model = LlamaCppChatModel(default_model_path(), n_ctx=512, seed=7)
+    data = pickle.dumps(model)
+    assert len(data) < 10_000  # the weights are loaded again where it lands, never pickled
+    copy = pickle.loads(data)
+    assert copy == model and copy.model_path == model.model_path and copy.seed == 7

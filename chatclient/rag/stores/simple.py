@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from chatclient import jsonsafe
+from chatclient._pickling import PicklesWithoutLocks
 from chatclient.rag.documents import Document
 from chatclient.rag.filters import Expression, evaluate
 from chatclient.rag.stores.base import BaseVectorStore, top_k
@@ -47,7 +48,7 @@ class _Load:
         return load
 
 
-class SimpleVectorStore(BaseVectorStore):
+class SimpleVectorStore(PicklesWithoutLocks, BaseVectorStore):
     """In-memory vector store; thread-safe (adds, deletes and searches may run concurrently).
 
     >>> from chatclient.rag import HashingEmbeddingModel

@@ -67,6 +67,12 @@ class SqliteVectorStore(BaseVectorStore):
         self._cache_key: tuple[int, int] | None = None
         self._writes = 0
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError(
+            "SqliteVectorStore holds an open SQLite connection and cannot be pickled; pass its path and build "
+            "the store in the worker (SqliteVectorStore(path, embedding_model) inside client_factory)"
+        )
+
     def close(self) -> None:
         """Close the database connection."""
         with self._lock:
