@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Self
 
+from chatclient._pickling import Reconstructible
+
 if TYPE_CHECKING:
     from chatclient.models.http import HTTPTransport
 
 
-class PooledHTTPResource:
+class PooledHTTPResource(Reconstructible):
     """Closing and context-manager support for anything that owns an ``HTTPTransport`` as ``_http``.
 
     ``close()``/``aclose()`` release pooled connections; clients injected by the caller are left to
-    their owner.
+    their owner. Pickles as its constructor arguments (``chatclient._pickling``): the pool is
+    rebuilt where it is unpickled, and a key from the environment is read there again.
     """
 
     _http: HTTPTransport

@@ -41,6 +41,7 @@ from types import MappingProxyType
 from typing import Any
 
 from chatclient import jsonsafe
+from chatclient._pickling import Reconstructible
 from chatclient.errors import ChatClientError, ModelError, ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
@@ -454,7 +455,7 @@ def _quietly(llama_cpp: Any, verbose: bool, make: Any) -> Any:
         return make()
 
 
-class LlamaCppChatModel(BaseChatModel):
+class LlamaCppChatModel(Reconstructible, BaseChatModel):
     """A chat model running in this process on llama.cpp (via llama-cpp-python).
 
     ``model_path`` defaults to the bundled SmolLM2-135M-Instruct (see the module docstring;
