@@ -9,6 +9,10 @@
    ``AiohttpTransport``.
 3. ``--streams`` concurrent streams of ``--chunks`` chunks each against that server, all read to
    the end: time, chunks/s, errors, and the peak of Python allocations.
+4. The model alone against a raw client: ``OpenAIChatModel.astream`` (no advisors) on the socket
+   lane and on httpx (``socket_lane=False``), against a raw aiohttp client that reads the same SSE
+   and parses each data line with ``json.loads``; 1 and 256 concurrent streams of 50 chunks, the
+   best of ``--rounds`` runs each, chunks/s and the ratio to raw aiohttp.
 
 The server is a minimal asyncio HTTP/1.1 responder in a separate process (``--serve``), answering
 every request with the same OpenAI-format SSE body, so the client side is what is measured.
@@ -229,14 +233,87 @@ async def many_streams(base_url: str, transport: str, n: int, chunks: int) -> di
             "peak_mb": peak / 2**20}
 
 
+async def model_streams(base_url: str, path: str, n: int, chunks: int) -> float:
+    """Chunks/s of ``n`` concurrent ``OpenAIChatModel.astream`` calls (no client, no advisors)."""
+    from chatclient.models.openai import OpenAIChatModel
+
+    model = OpenAIChatModel(
+        "gpt-test", api_key="sk-bench", base_url=base_url, timeout=120.0, socket_lane=path == "lane"
+    )
+    prompt = Prompt("hi")
+
+    async def one() -> int:
+        count = 0
+        async for _ in model.astream(prompt):
+            count += 1
+        return count
+
+    await one()  # warm the pool and the code paths
+    start = time.perf_counter()
+    counts = await asyncio.gather(*(one() for _ in range(n)))
+    elapsed = time.perf_counter() - start
+    await model.aclose()
+    if sum(counts) != n * (chunks + 1):  # 50 deltas and the finishing chunk
+        raise SystemExit(f"{path}: {sum(counts)} chunks, expected {n * (chunks + 1)}")
+    return sum(counts) / elapsed
+
+
+async def raw_aiohttp_streams(base_url: str, n: int, chunks: int) -> float:
+    """Chunks/s of ``n`` concurrent raw aiohttp POSTs reading the SSE lines and parsing each event."""
+    import aiohttp
+
+    body = json.dumps({"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one() -> int:
+            count = 0
+            async with session.post(base_url + "/chat/completions", data=body, headers=headers) as response:
+                async for raw in response.content:
+                    line = raw.strip()
+                    if line.startswith(b"data: ") and line != b"data: [DONE]":
+                        json.loads(line[6:])
+                        count += 1
+            return count
+
+        await one()
+        start = time.perf_counter()
+        counts = await asyncio.gather(*(one() for _ in range(n)))
+        elapsed = time.perf_counter() - start
+    return sum(counts) / elapsed
+
+
+def compare_with_raw(rounds: int) -> None:
+    chunks = 50
+    proc, base_url = start_server(chunks)
+    try:
+        print(f"\n4. OpenAIChatModel.astream against raw aiohttp, {chunks}-chunk SSE streams (best of {rounds}, chunks/s)")
+        for n in (1, 256):
+            raw = max(asyncio.run(raw_aiohttp_streams(base_url, n, chunks)) for _ in range(rounds))
+            lane = max(asyncio.run(model_streams(base_url, "lane", n, chunks)) for _ in range(rounds))
+            httpx_path = max(asyncio.run(model_streams(base_url, "httpx", n, chunks)) for _ in range(rounds))
+            print(
+                f"   {n:3} streams: raw aiohttp {raw:8,.0f} | socket lane {lane:8,.0f} ({lane / raw:.2f}x) | "
+                f"httpx {httpx_path:8,.0f} ({httpx_path / raw:.2f}x)"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--chunks", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each part of 4., the best is kept")
+    parser.add_argument("--only-raw-comparison", action="store_true", help="run only part 4")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.chunks)
+        return
+    if args.only_raw_comparison:
+        compare_with_raw(args.rounds)
         return
 
     print("1. per-chunk cost of stream().content(), 200-chunk streams, in-process model (median µs per chunk)")
@@ -262,6 +339,7 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    compare_with_raw(args.rounds)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,9 @@ Its own module so that light modules (the moderation client) can use it without 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Self
+from typing import Any, Self
 
 from chatclient._pickling import Reconstructible
-
-if TYPE_CHECKING:
-    from chatclient.models.http import HTTPTransport
 
 
 class PooledHTTPResource(Reconstructible):
@@ -21,7 +18,9 @@ class PooledHTTPResource(Reconstructible):
     rebuilt where it is unpickled, and a key from the environment is read there again.
     """
 
-    _http: HTTPTransport
+    # An ``HTTPTransport``, which imports this module: typed by the subclasses that use more of it
+    # (``HTTPChatModel._http: HTTPTransport``), since no import here may run back up to it.
+    _http: Any
 
     def close(self) -> None:
         """Release pooled connections."""

@@ -87,6 +87,7 @@ from chatclient.models.base import (
 from chatclient.models.hosted_tools import split_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
+    KEEPALIVE_EXPIRY,
     HTTPChatModel,
     ResponseLimits,
     assistant_text,
@@ -928,6 +929,8 @@ class AnthropicChatModel(HTTPChatModel):
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
         response_limits: ResponseLimits | None = None,
+        socket_lane: bool | None = None,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
     ) -> None:
         url = env_or(base_url, "ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         # Anthropic's API always needs a key; a compatible proxy or local server may not.
@@ -977,6 +980,8 @@ class AnthropicChatModel(HTTPChatModel):
             backoff_base=backoff_base,
             backoff_max=backoff_max,
             response_limits=response_limits,
+            socket_lane=socket_lane,
+            keepalive_expiry=keepalive_expiry,
             credential=credential,
         )
 

@@ -44,6 +44,7 @@ from chatclient.models.base import (
 from chatclient.models.hosted_tools import function_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
+    KEEPALIVE_EXPIRY,
     HTTPChatModel,
     HTTPTransport,
     PooledHTTPResource,
@@ -352,6 +353,8 @@ class OllamaChatModel(HTTPChatModel):
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
         response_limits: ResponseLimits | None = None,
+        socket_lane: bool | None = None,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
     ) -> None:
         key, credential = resolve_api_key(api_key, "OLLAMA_API_KEY", provider="Ollama", required=False)
         all_headers = dict(headers or {})
@@ -372,6 +375,8 @@ class OllamaChatModel(HTTPChatModel):
             backoff_base=backoff_base,
             backoff_max=backoff_max,
             response_limits=response_limits,
+            socket_lane=socket_lane,
+            keepalive_expiry=keepalive_expiry,
             credential=credential,
         )
 

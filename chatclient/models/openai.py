@@ -42,6 +42,7 @@ from chatclient.models.base import (
 from chatclient.models.hosted_tools import function_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
+    KEEPALIVE_EXPIRY,
     HTTPChatModel,
     HTTPTransport,
     PooledHTTPResource,
@@ -715,6 +716,8 @@ class OpenAIChatModel(HTTPChatModel):
         backoff_max: float = 8.0,
         structured_output: StructuredOutputStyle | None = None,
         response_limits: ResponseLimits | None = None,
+        socket_lane: bool | None = None,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
     ) -> None:
         if structured_output not in (None, "json_schema", "json_object"):
             raise ValueError("structured_output must be None, 'json_schema' or 'json_object'")
@@ -743,6 +746,8 @@ class OpenAIChatModel(HTTPChatModel):
             backoff_base=backoff_base,
             backoff_max=backoff_max,
             response_limits=response_limits,
+            socket_lane=socket_lane,
+            keepalive_expiry=keepalive_expiry,
             credential=credential,
         )
 

@@ -28,6 +28,7 @@ import os
 import select
 import socket
 import ssl
+import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -51,6 +52,17 @@ _NO_BODY = frozenset({204, 304})
 _Origin = tuple[str, str, int]
 _Head = tuple[int, str, bool, list[tuple[str, str]]]  # status, reason, HTTP/1.0?, header pairs
 _UNSAFE = frozenset("\r\n\0")
+# RFC 9110 §5.6.2: the characters of a token (a header name); deleting them leaves nothing of a good name.
+_TOKEN = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# RFC 9110 §5.5: what a header value may hold (visible ASCII, space, tab, obs-text); deleting them
+# leaves the control characters (NUL, CR, LF, the other C0 controls, DEL).
+_VALUE_CHARS = b"\t" + bytes(range(0x20, 0x7F)) + bytes(range(0x80, 0x100))
+# Idle keep-alive connections older than this are closed rather than reused: load balancers drop
+# idle connections silently (often after 60 s or more), and a request sent on one fails.
+KEEPALIVE_EXPIRY = 30.0
+# An async connect tries the next address of a host once the previous one has not answered for this
+# long (RFC 8305 "happy eyeballs"), so one black-holed address does not cost the whole connect timeout.
+HAPPY_EYEBALLS_DELAY = 0.25
 
 
 def _closed_while_idle(sock: socket.socket) -> bool:
@@ -97,11 +109,31 @@ class Headers(dict[str, str]):
 
 
 class _Connection:
-    __slots__ = ("rfile", "sock")
+    __slots__ = ("idle_since", "rfile", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.rfile: BufferedReader = sock.makefile("rb", buffering=_READ_SIZE)  # type: ignore[assignment]
+        self.idle_since = 0.0
+
+    def clean(self) -> bool:
+        """Whether nothing past the answer is waiting, buffered or in the socket (never blocks).
+
+        A server that sends more than its answer (bytes after a Content-Length body, a body after a
+        204) would otherwise have those bytes read as the answer to the next request on this connection.
+        """
+        try:
+            self.sock.settimeout(0)
+            return not self.rfile.peek(1)  # buffered bytes first; else one non-blocking read
+        except ssl.SSLWantReadError:
+            return True  # no TLS record waiting
+        except (OSError, ValueError):
+            return False
+
+    def usable(self) -> bool:
+        """Whether an idle connection can carry a request: the server has neither closed it nor sent
+        anything unasked since (its buffer was empty when it went idle)."""
+        return not _closed_while_idle(self.sock)
 
     def close(self) -> None:
         try:
@@ -143,17 +175,25 @@ class _HeadParser:
             if not line and self._status is None and not self._interim:
                 raise _Stale  # not one byte of an answer: the connection was closed
             raise httpx.RemoteProtocolError("the connection closed in the middle of the response head")
-        text = line.rstrip(b"\r\n")
+        text = line[:-2] if line.endswith(b"\r\n") else line[:-1]
         if self._status is None:
             self._status = _status_line(text)
             return None
         if text:
+            if text[:1] in b" \t":
+                self._unfold(text)
+                return None
             if len(self._pairs) >= _MAX_HEADERS:
                 raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_HEADERS} headers")
             name, sep, value = text.partition(b":")
-            if not sep or not name or name != name.strip() or b"\r" in text:
-                raise httpx.RemoteProtocolError(f"malformed response header line {text[:40]!r}")
-            self._pairs.append((name.decode("latin-1"), value.strip().decode("latin-1")))
+            if not sep or not name or name.translate(None, _TOKEN):
+                raise httpx.RemoteProtocolError(f"malformed response header line {text[:40]!r} (not 'token: value')")
+            value = value.strip(b" \t")
+            if value.translate(None, _VALUE_CHARS):
+                raise httpx.RemoteProtocolError(
+                    f"the value of response header {name[:40].decode('latin-1')!r} contains a control character"
+                )
+            self._pairs.append((name.decode("latin-1"), value.decode("latin-1")))
             return None
         status, reason, http10 = self._status
         if status >= 200 or status == 101:
@@ -164,6 +204,19 @@ class _HeadParser:
             raise httpx.RemoteProtocolError(f"the server sent more than {_MAX_INTERIM} interim (1xx) answers")
         self._status, self._pairs = None, []
         return None
+
+    def _unfold(self, text: bytes) -> None:
+        """A folded line (obs-fold, RFC 9112 §5.2) continues the previous header: joined with a space."""
+        if not self._pairs:
+            raise httpx.RemoteProtocolError("the response head has a continuation line before any header")
+        more = text.strip(b" \t")
+        if more.translate(None, _VALUE_CHARS):
+            raise httpx.RemoteProtocolError(
+                f"the value of response header {self._pairs[-1][0][:40]!r} contains a control character"
+            )
+        name, value = self._pairs[-1]
+        if more:
+            self._pairs[-1] = (name, f"{value} {more.decode('latin-1')}" if value else more.decode("latin-1"))
 
 
 def _read_head(rfile: BufferedReader) -> _Head:
@@ -359,7 +412,7 @@ class _Response:
         elif "content-length" in headers:
             values = {v.strip() for v in headers["content-length"].split(",")}
             value = values.pop() if len(values) == 1 else ""
-            if not value.isdigit() or len(value) > 18:
+            if not (value.isascii() and value.isdigit()) or len(value) > 18:
                 raise httpx.RemoteProtocolError(f"invalid content-length {headers['content-length'][:40]!r}")
             length = int(value)
         else:
@@ -435,6 +488,11 @@ class StdlibResponse(_Response):
             self.close()
             raise
 
+    def limit_reads(self, seconds: float) -> None:
+        """Let each further read of the body wait at most ``seconds`` (the drain after a stream's end marker)."""
+        if self._conn is not None:
+            self._conn.sock.settimeout(max(seconds, 0.001))
+
     def close(self) -> None:
         """Release the connection: back to the pool after a whole body, closed otherwise."""
         conn, self._conn = self._conn, None
@@ -461,6 +519,18 @@ class _Stream(httpx.SyncByteStream):
         self._response.close()
 
 
+def _ascii_host(host: str) -> str:
+    """``host`` as DNS, TLS (SNI) and the Host header spell it: IDNA (UTS #46) for a non-ASCII name."""
+    if host.isascii():
+        return host
+    import idna  # httpx's own dependency; only needed for such names
+
+    try:
+        return str(idna.encode(host, uts46=True).decode("ascii"))
+    except idna.IDNAError as exc:
+        raise httpx.LocalProtocolError(f"the host name {host[:60]!r} is not a valid international domain name ({exc})") from None
+
+
 def _header_bytes(text: str) -> bytes:
     try:
         return text.encode("ascii")
@@ -469,6 +539,12 @@ def _header_bytes(text: str) -> bytes:
 
 
 class _Closable(Protocol):
+    idle_since: float
+
+    def clean(self) -> bool: ...
+
+    def usable(self) -> bool: ...
+
     def close(self) -> None: ...
 
 
@@ -479,9 +555,18 @@ class _Poster(Generic[_C]):
     """What both lanes share: the request head per URL, and idle connections per origin (a deque
     each, so threads share a pool without a lock)."""
 
-    def __init__(self, *, ssl_context: ssl.SSLContext | None = None, max_idle: int = 100) -> None:
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        max_idle: int = 100,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+    ) -> None:
+        if not keepalive_expiry > 0:
+            raise ValueError(f"keepalive_expiry must be a positive number of seconds, got {keepalive_expiry!r}")
         self._ssl_context = ssl_context
         self._max_idle = max_idle
+        self._keepalive_expiry = keepalive_expiry
         self._idle: dict[_Origin, deque[_C]] = {}
         # (url, id(headers)) -> (origin, request head without Content-Length, headers); a caller's
         # headers are fixed, so the head is built once.
@@ -494,7 +579,7 @@ class _Poster(Generic[_C]):
         found = self._heads.get(key)
         if found is None or found[2] is not headers:
             parts = urlsplit(url)
-            host = parts.hostname or ""
+            host = _ascii_host(parts.hostname or "")
             default = 443 if parts.scheme == "https" else 80
             port = parts.port or default
             shown = f"[{host}]" if ":" in host else host
@@ -527,11 +612,24 @@ class _Poster(Generic[_C]):
         return origin, message, self._idle.setdefault(origin, deque())
 
     def _release(self, origin: _Origin, conn: _C) -> None:
+        """Pool a connection whose answer was read to the end, unless anything else is waiting on it."""
         idle = self._idle.get(origin)
-        if self._closed or idle is None or len(idle) >= self._max_idle:
+        if self._closed or idle is None or len(idle) >= self._max_idle or not conn.clean():
             conn.close()
         else:
+            conn.idle_since = time.monotonic()
             idle.append(conn)
+
+    def _take(self, idle: deque[_C]) -> _C | None:
+        """The most recently used idle connection that can carry a request (others are closed)."""
+        while True:
+            try:
+                conn = idle.pop()
+            except IndexError:
+                return None
+            if time.monotonic() - conn.idle_since <= self._keepalive_expiry and conn.usable():
+                return conn
+            conn.close()  # expired, or closed by the server while idle: nothing was sent on it
 
     def close(self) -> None:
         """Close every idle connection; connections in use are closed when released."""
@@ -572,13 +670,8 @@ class StdlibPoster(_Poster[_Connection]):
         """POST ``content`` with exactly ``headers`` (plus Host and Content-Length)."""
         origin, message, idle = self._prepare(url, headers, content)
         while True:
-            try:
-                conn, reused = idle.pop(), True
-            except IndexError:
-                conn, reused = self._connect(origin, timeout), False
-            if reused and _closed_while_idle(conn.sock):
-                conn.close()  # nothing was sent on it: take the next one
-                continue
+            pooled = self._take(idle)
+            conn, reused = (pooled, True) if pooled is not None else (self._connect(origin, timeout), False)
             sent = False
             try:
                 # Write and read timeouts apply per socket operation, as httpx's do.
@@ -610,18 +703,26 @@ class StdlibPoster(_Poster[_Connection]):
 
 
 class _AsyncConnection:
-    __slots__ = ("reader", "writer")
+    __slots__ = ("idle_since", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.idle_since = 0.0
 
     def usable(self) -> bool:
+        """Whether the connection is open with nothing waiting on it (read by the loop or not)."""
         if self.reader.at_eof() or self.writer.is_closing():
             return False
-        # The loop may not have run since the server's FIN arrived (a busy loop): ask the socket too.
+        # Bytes the loop already read into the reader: asyncio has no public way to ask, so a reader
+        # without the attribute counts as holding some (the connection is then not reused).
+        if len(getattr(self.reader, "_buffer", b"?")):
+            return False
+        # The loop may not have run since the server's FIN (or more bytes) arrived: ask the socket too.
         sock = self.writer.get_extra_info("socket")
         return sock is None or not _closed_while_idle(sock)
+
+    clean = usable
 
     def close(self) -> None:
         self.writer.close()
@@ -718,9 +819,14 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
     """
 
     def __init__(
-        self, *, ssl_context: ssl.SSLContext | None = None, max_idle: int = 100, max_connections: int = 512
+        self,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        max_idle: int = 100,
+        max_connections: int = 512,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
     ) -> None:
-        super().__init__(ssl_context=ssl_context, max_idle=max_idle)
+        super().__init__(ssl_context=ssl_context, max_idle=max_idle, keepalive_expiry=keepalive_expiry)
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self._in_flight = asyncio.Semaphore(max_connections)
@@ -736,6 +842,7 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
                     ssl=(self._ssl_context or ssl.create_default_context()) if tls else None,
                     server_hostname=host if tls else None,
                     limit=_MAX_HEAD,
+                    happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
                 )
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(str(exc) or "timed out connecting") from None
@@ -759,14 +866,7 @@ class AsyncStdlibPoster(_Poster[_AsyncConnection]):
         self, origin: _Origin, message: bytes, idle: deque[_AsyncConnection], url: str, timeout: httpx.Timeout
     ) -> AsyncStdlibResponse:
         while True:
-            try:
-                conn = idle.pop()
-            except IndexError:
-                conn = await self._connect(origin, timeout)
-            else:
-                if not conn.usable():
-                    conn.close()  # closed by the server while idle; nothing was sent on it
-                    continue
+            conn = self._take(idle) or await self._connect(origin, timeout)
             try:
                 conn.writer.write(message)
                 if conn.writer.transport.get_write_buffer_size():  # a large body still going out

@@ -33,8 +33,8 @@ from chatclient.errors import (
     ModelResponseError,
     ModelTimeoutError,
 )
-from chatclient.models import http as http_module
 from chatclient.models.http import ResponseLimits
+from chatclient.models.http import transport as http_module
 from chatclient.models.openai import OpenAIChatModel
 from chatclient.models.stdlib_http import StdlibPoster
 from chatclient.prompt import Prompt
@@ -144,13 +144,16 @@ def test_sequential_calls_reuse_one_connection(
     assert took(calls, path, 4)
 
 
-def test_stream_stays_on_httpx(
-    server: LoopbackServer, calls: Counter[str], make_model: Callable[..., OpenAIChatModel]
+@pytest.mark.parametrize("path", PATHS)
+def test_streams_take_the_lane_and_keep_their_connection(
+    server: LoopbackServer, calls: Counter[str], make_model: Callable[..., OpenAIChatModel], path: str
 ) -> None:
-    server.script(PATH, SSE(openai_stream(["str", "eam"]), split=(5, 1, 9)))
-    model = make_model(server)
-    assert "".join(c.result.output.text or "" for c in model.stream(Prompt("hi"))) == "stream"
-    assert took(calls, "httpx")
+    server.set_default(PATH, SSE(openai_stream(["str", "eam"]), split=(5, 1, 9)))
+    model = make_model(server, path)
+    for _ in range(3):
+        assert "".join(c.result.output.text or "" for c in model.stream(Prompt("hi"))) == "stream"
+    assert took(calls, path, 3)
+    assert len(set(ports(server))) == 1  # drained after [DONE], the connection went back to the pool
 
 
 def test_injected_client_with_a_hook_stays_on_httpx(

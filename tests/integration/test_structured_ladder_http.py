@@ -156,7 +156,9 @@ def test_openai_rejected_json_schema_falls_back_to_json_object_and_is_remembered
         }
         assert "JSON Schema" in last_user_text(second)  # JSON mode also gets the instructions
         assert extra["structured_output_mode"] == "json_object"
-        assert extra["structured_output_reason"].startswith("rejected: native (OpenAI returned HTTP 500")
+        # A loopback server is not OpenAI: the error names it by its address (issue 27, item 5).
+        assert extra["structured_output_reason"].startswith("rejected: native (the server at 127.0.0.1:")
+        assert "(OpenAI API) returned HTTP 500" in extra["structured_output_reason"]
         assert "native" in rejected_rungs(model, "gpt-test")
 
         # The next request on the same model starts at json_object: no second failure.

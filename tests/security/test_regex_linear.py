@@ -305,7 +305,7 @@ CASES: dict[str, Callable[[], None]] = {
     "chatclient/tools/callback.py": _tool_names,
     "chatclient/models/openai.py": _openai_names,
     "chatclient/models/structured_output.py": _rejections,
-    "chatclient/models/http.py": _http_headers,
+    "chatclient/models/http/credentials.py": _http_headers,
     "advisors/safeguard.py": _safeguard,
     "chatclient/normalize.py": _safeguard,
     "chatclient/guardrails.py": _guardrails,

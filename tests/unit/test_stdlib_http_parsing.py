@@ -152,3 +152,27 @@ def test_framing_errors_are_typed() -> None:
         run_framer(None, b"1" * 17 + b"\r\n", [])
     with pytest.raises(httpx.RemoteProtocolError, match="longer than"):
         run_framer(None, b"1" * (_MAX_LINE + 2), [])
+
+
+def test_folded_lines_continue_the_previous_header() -> None:
+    head = parse_head(b"HTTP/1.1 200 OK\r\nx-a: one\r\n two\r\n\t three \r\nx-b:\r\n later\r\n\r\n")
+    assert head == (200, "OK", False, [("x-a", "one two three"), ("x-b", "later")])
+    with pytest.raises(httpx.RemoteProtocolError, match="continuation line before any header"):
+        parse_head(b"HTTP/1.1 200 OK\r\n folded\r\n\r\n")
+    with pytest.raises(httpx.RemoteProtocolError, match="control character"):
+        parse_head(b"HTTP/1.1 200 OK\r\nx-a: one\r\n t\x00wo\r\n\r\n")
+
+
+@pytest.mark.parametrize("control", [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])
+def test_every_control_character_but_tab_is_refused_in_a_value(control: int) -> None:
+    with pytest.raises(httpx.RemoteProtocolError, match="control character"):
+        parse_head(b"HTTP/1.1 200 OK\r\nx-a: a%cb\r\n\r\n" % control)
+    # (LF ends the line: what follows it is a line of its own, and not a header either.)
+
+
+def test_header_names_must_be_tokens() -> None:
+    for name in (b"a b", b"a\tb", b"a(b", b"a/b", b"a\x00b", b"\xe9t\xe9", b"a ", b" a", b"a\"b"):
+        with pytest.raises(httpx.RemoteProtocolError):
+            parse_head(b"HTTP/1.1 200 OK\r\n%s: v\r\n\r\n" % name)
+    head = parse_head(b"HTTP/1.1 200 OK\r\nX-Weird!#$%&'*+-.^_`|~9: v\tw\r\nlatin: caf\xe9\r\n\r\n")
+    assert head == (200, "OK", False, [("X-Weird!#$%&'*+-.^_`|~9", "v\tw"), ("latin", "caf\u00e9")])
