@@ -44,6 +44,7 @@ _READ_SIZE = 64 * 1024
 _MAX_LINE = 64 * 1024
 _MAX_HEAD = 256 * 1024  # a whole response head (and the async reader's buffer limit)
 _MAX_HEADERS = 100
+_MAX_CACHED_HEADS = 64  # request heads kept per poster (one per URL and headers mapping)
 _MAX_INTERIM = 10  # 1xx answers (100 Continue, 103 Early Hints) skipped before the real one
 _INFLATE_STEP = 1024 * 1024  # decoded bytes produced per step: a compressed bomb is cut off early
 # Headers that describe the body as it was sent; dropped when a decoded body is handed to httpx.
@@ -596,6 +597,10 @@ class _Poster(Generic[_C]):
             if _UNSAFE.intersection(target) or " " in target:
                 raise httpx.LocalProtocolError("the request path contains a space, line break or NUL")
             text = "\r\n".join(lines) + "\r\n"
+            if len(self._heads) >= _MAX_CACHED_HEADS:
+                # Headers built afresh for each request (signatures, fresh tokens) would otherwise
+                # keep every request's head, and its headers, alive here.
+                self._heads.clear()
             found = self._heads[key] = ((parts.scheme, host, port), _header_bytes(text), headers)
         return found[0], found[1]
 

@@ -176,3 +176,15 @@ def test_header_names_must_be_tokens() -> None:
             parse_head(b"HTTP/1.1 200 OK\r\n%s: v\r\n\r\n" % name)
     head = parse_head(b"HTTP/1.1 200 OK\r\nX-Weird!#$%&'*+-.^_`|~9: v\tw\r\nlatin: caf\xe9\r\n\r\n")
     assert head == (200, "OK", False, [("X-Weird!#$%&'*+-.^_`|~9", "v\tw"), ("latin", "caf\u00e9")])
+
+
+def test_request_heads_built_per_request_are_not_all_kept() -> None:
+    from chatclient.models.stdlib_http import _MAX_CACHED_HEADS, StdlibPoster
+
+    poster = StdlibPoster()
+    for i in range(_MAX_CACHED_HEADS * 3):  # a fresh headers mapping each time, as a signing hook makes
+        origin, head = poster._head("http://127.0.0.1:9/v1/x", {"x-signature": str(i)})
+        assert origin == ("http", "127.0.0.1", 9) and b"x-signature: %d\r\n" % i in head
+    assert len(poster._heads) <= _MAX_CACHED_HEADS
+    fixed = {"a": "1"}
+    assert poster._head("http://h/x", fixed) is not None and poster._heads[("http://h/x", id(fixed))][2] is fixed
