@@ -253,6 +253,28 @@ def _terminal_and_cassette() -> None:
     _redact_query("http://h/p?" + "key=1&" * (N // 6))
 
 
+def _round3() -> None:
+    # The round-3 modules' patterns; the progress line filter took cubic time on a digit run before.
+    from chatclient.agents.agent import _PLACEHOLDER
+    from chatclient.agents.tool import _tool_name
+    from chatclient.batch.anthropic import _REQUEST_INDEX
+    from chatclient.batch.jobs import _ID
+    from chatclient.models.openai_responses import _REASONING_MODEL, text_format
+    from chatclient.progress import _CLOCK
+    from chatclient.skills import _NAME
+
+    for text in ("1" * N, "1." * (N // 2), "{{ " + "a" * N, "{{" * (N // 2), "requests." * (N // 9), "item-1" * (N // 6)):
+        _CLOCK.sub("", text)
+        _CLOCK.sub("", "?" + text)
+        list(_PLACEHOLDER.finditer(text))
+        _tool_name(text)
+        _REQUEST_INDEX.search(text)
+        _ID.search(text)
+        _REASONING_MODEL.search(text)
+        _NAME.match(text)
+        text_format({"title": text})
+
+
 def _plugin_names() -> None:
     from chatclient.testing.pytest_plugin import _SAFE_NAME
 
@@ -272,6 +294,13 @@ CASES: dict[str, Callable[[], None]] = {
     "chatclient/patterns.py": _eval_regex,
     "chatclient/evaluation/report.py": _terminal_and_cassette,
     "chatclient/testing/cassette.py": _terminal_and_cassette,
+    "chatclient/progress.py": _round3,
+    "chatclient/agents/agent.py": _round3,
+    "chatclient/agents/tool.py": _round3,
+    "chatclient/batch/anthropic.py": _round3,
+    "chatclient/batch/jobs.py": _round3,
+    "chatclient/models/openai_responses.py": _round3,
+    "chatclient/skills/__init__.py": _round3,
     "chatclient/testing/pytest_plugin.py": _plugin_names,
     "chatclient/rag/etl/readers.py": _markdown,
     "chatclient/converters/partial.py": _partial,
