@@ -36,7 +36,8 @@ class StreamParser(Protocol):
     done: bool
 
     def feed(self, line: str) -> list[ChatResponse]:
-        """Consume one line of the stream; return the chunks it completes."""
+        """Consume one line of the stream (body bytes when the parser sets ``raw_bytes = True``);
+        return the chunks it completes."""
         ...
 
     def finish(self) -> list[ChatResponse]:
@@ -82,6 +83,7 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
         credential: str | None = None,
         socket_lane: bool | None = None,
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
+        request_headers: Callable[[str, bytes], Mapping[str, str]] | None = None,
     ) -> None:
         self.default_options: ChatOptions | None = ChatOptions(model=model).merge(options)
         self.capabilities = capabilities
@@ -95,6 +97,7 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
             http_client=http_client,
             async_http_client=async_http_client,
             limits=response_limits,
+            request_headers=request_headers,
             credential=credential,
             vendor_hosts=self.vendor_hosts,
             socket_lane=socket_lane,
@@ -122,6 +125,11 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
         base = self.default_options or ChatOptions()
         return base.merge(prompt.options)
 
+    def request_path(self, prompt: Prompt, *, stream: bool) -> str:
+        """The path a request for ``prompt`` goes to (``chat_path`` unless a provider puts the model
+        or the mode in it)."""
+        return self.chat_path
+
     def build_body(self, prompt: Prompt, *, stream: bool) -> dict[str, Any]:
         """The provider request body for ``prompt``."""
         raise NotImplementedError
@@ -137,7 +145,7 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
     def _parse(self, payload: Any) -> ChatResponse:
         return self._guarded(self.parse_response, payload, "response shape")
 
-    def _feed(self, parser: StreamParser, line: str) -> list[ChatResponse]:
+    def _feed(self, parser: StreamParser, line: str | bytes) -> list[ChatResponse]:
         return self._guarded(parser.feed, line, "stream event")
 
     def _guarded(self, fn: Callable[[Any], _T], arg: Any, what: str) -> _T:
@@ -158,11 +166,15 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
 
     def call(self, prompt: Prompt) -> ChatResponse:
         """Send the prompt and wait for the whole answer."""
-        return self._parse(self._http.post(self.chat_path, self.build_body(prompt, stream=False)))
+        return self._parse(
+            self._http.post(self.request_path(prompt, stream=False), self.build_body(prompt, stream=False))
+        )
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         """Async ``call``."""
-        return self._parse(await self._http.apost(self.chat_path, self.build_body(prompt, stream=False)))
+        return self._parse(
+            await self._http.apost(self.request_path(prompt, stream=False), self.build_body(prompt, stream=False))
+        )
 
     def stream(self, prompt: Prompt) -> Iterator[ChatResponse]:
         """Stream the answer as delta chunks; the last chunk carries finish reason and usage.
@@ -172,14 +184,15 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
         error event before the first chunk is retried like the HTTP status it stands for.
         """
         body = self.build_body(prompt, stream=True)
+        path = self.request_path(prompt, stream=True)
         retries = 0
         while True:
             parser = self.stream_parser()
-            lines = self._http.open_stream(self.chat_path, body)
+            lines = self._http.open_stream(path, body)
             emitted = False
             failure: ModelHTTPError | None = None
             try:
-                for line in lines:
+                for line in lines.chunks() if getattr(parser, "raw_bytes", False) else lines:
                     try:
                         chunks = self._feed(parser, line)
                     except ModelHTTPError as exc:
@@ -209,14 +222,15 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
     async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         """Async ``stream``."""
         body = self.build_body(prompt, stream=True)
+        path = self.request_path(prompt, stream=True)
         retries = 0
         while True:
             parser = self.stream_parser()
-            lines = await self._http.aopen_stream(self.chat_path, body)
+            lines = await self._http.aopen_stream(path, body)
             emitted = False
             failure: ModelHTTPError | None = None
             try:
-                async for line in lines:
+                async for line in lines.chunks() if getattr(parser, "raw_bytes", False) else lines:
                     try:
                         chunks = self._feed(parser, line)
                     except ModelHTTPError as exc:

@@ -94,6 +94,18 @@ class LineStream:
         except ModelResponseError as exc:
             raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
 
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive, not cut into lines (binary streams: AWS event streams);
+        bounded by ``max_response_bytes``, failures typed as for lines."""
+        try:
+            for chunk in self._chunks:
+                self._total.add(chunk)
+                yield chunk
+        except httpx.RequestError as exc:
+            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
+        except ModelResponseError as exc:
+            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
+
     def finish(self) -> None:
         """Read what already arrived (briefly), then release the connection."""
         if isinstance(self._response, httpx.Response):
@@ -187,6 +199,17 @@ class AsyncLineStream:
                 yield line
             if self._events is not None:
                 yield ""
+        except httpx.RequestError as exc:
+            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
+        except ModelResponseError as exc:
+            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Async ``LineStream.chunks``."""
+        try:
+            async for chunk in self._chunks:
+                self._total.add(chunk)
+                yield chunk
         except httpx.RequestError as exc:
             raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
         except ModelResponseError as exc:

@@ -16,7 +16,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import AsyncGenerator, Collection, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Generator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -111,6 +111,7 @@ class HTTPTransport:
         vendor_hosts: Collection[str] | None = None,
         socket_lane: bool | None = None,
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
+        request_headers: Callable[[str, bytes], Mapping[str, str]] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             shown = redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
@@ -128,6 +129,8 @@ class HTTPTransport:
         self.retry = retry or RetryPolicy()
         self.limits = limits or ResponseLimits()
         self.credential = credential
+        # Headers computed for each attempt from its URL and body (SigV4 signatures, fresh bearer tokens).
+        self.request_headers = request_headers
         extra = dict(headers or {})
         _check_headers(extra)
         found = [s for s in secrets if s]
@@ -268,10 +271,25 @@ class HTTPTransport:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _build(self, client: httpx.Client | httpx.AsyncClient, path: str, content: bytes) -> httpx.Request:
+    def _build(
+        self,
+        client: httpx.Client | httpx.AsyncClient,
+        path: str,
+        content: bytes,
+        extra: Mapping[str, str] | None = None,
+    ) -> httpx.Request:
+        headers = _RedactedHeaders({**self._headers, **extra}) if extra else self._headers
         return client.build_request(
-            "POST", self.base_url + path, content=content, headers=self._headers, timeout=self.timeout
+            "POST", self.base_url + path, content=content, headers=headers, timeout=self.timeout
         )
+
+    def _attempt_headers(self, path: str, content: bytes) -> dict[str, str]:
+        """The ``request_headers`` hook's headers for one attempt (none without a hook)."""
+        if self.request_headers is None:
+            return {}
+        extra = {name.lower(): value for name, value in self.request_headers(self.base_url + path, content).items()}
+        _check_headers(extra)
+        return extra
 
     @staticmethod
     def _encode(body: Any) -> bytes:
@@ -284,7 +302,7 @@ class HTTPTransport:
             response,
             hops,
             scrub=self.scrub,
-            credential_headers=_credential_headers(self._headers),
+            credential_headers=_credential_headers(request.headers),
         )
 
     def scrub(self, text: str) -> str:
@@ -396,18 +414,20 @@ class HTTPTransport:
 
     def _exchange(self, client: httpx.Client, path: str, content: bytes) -> _SyncAnswer:
         """One attempt: send, follow redirects, and return the final answer with its body unread."""
+        extra = self._attempt_headers(path, content)
         poster = self._poster()
         if poster is not None:
-            answer = poster.post(self.base_url + path, self._lane_headers, content, self.timeout)
+            lane_headers = {**self._lane_headers, **extra} if extra else self._lane_headers
+            answer = poster.post(self.base_url + path, lane_headers, content, self.timeout)
             _log_answer(self.base_url + path, answer)
             if 200 <= answer.status_code < 300:
                 notify_response(answer.status_code, answer.headers)
                 return answer
             # Redirects and errors take the ordinary path from here, with an httpx request/response pair.
-            request = self._build(client, path, content)
+            request = self._build(client, path, content, extra)
             response = answer.as_httpx(request)
         else:
-            request = self._build(client, path, content)
+            request = self._build(client, path, content, extra)
             response = client.send(request, stream=True, follow_redirects=False)
         hops = 0
         while True:
@@ -473,23 +493,26 @@ class HTTPTransport:
 
     async def _aexchange(self, client: httpx.AsyncClient, path: str, content: bytes) -> _AsyncAnswer:
         """One attempt: send, follow redirects, and return the final answer with its body unread."""
+        extra = self._attempt_headers(path, content)
         lane = self._aposter()
         direct = _direct_poster(client) if lane is None else None
         answer: _DirectAnswer | None = None
         if lane is not None:
-            answer = await lane.post(self.base_url + path, self._lane_headers, content, self.timeout)
+            lane_headers = {**self._lane_headers, **extra} if extra else self._lane_headers
+            answer = await lane.post(self.base_url + path, lane_headers, content, self.timeout)
         elif direct is not None:
-            answer = await direct.direct_post(self.base_url + path, self._direct_headers(client), content, self.timeout)
+            direct_headers = {**self._direct_headers(client), **extra} if extra else self._direct_headers(client)
+            answer = await direct.direct_post(self.base_url + path, direct_headers, content, self.timeout)
         if answer is not None:
             _log_answer(self.base_url + path, answer)
             if 200 <= answer.status_code < 300:
                 notify_response(answer.status_code, answer.headers)
                 return answer
             # Redirects and errors take the ordinary path from here, with an httpx request/response pair.
-            request = self._build(client, path, content)
+            request = self._build(client, path, content, extra)
             response = answer.as_httpx(request)
         else:
-            request = self._build(client, path, content)
+            request = self._build(client, path, content, extra)
             response = await client.send(request, stream=True, follow_redirects=False)
         hops = 0
         while True:
