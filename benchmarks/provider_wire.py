@@ -11,10 +11,14 @@ network read would deliver them. No network: everything runs in-process.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the frames are built by the test support
 
 from chatclient.models.azure import AzureStreamParser
 from chatclient.models.bedrock import BedrockStreamParser
