@@ -74,6 +74,7 @@ from chatclient.models.http import (
     ResponseLimits,
     assistant_text,
     env_or,
+    error_for_status,
     resolve_api_key,
 )
 from chatclient.models.sse import SSEDecoder
@@ -554,6 +555,20 @@ def parse_generate_content(payload: Any) -> ChatResponse:
     return ChatResponse(generations, md)
 
 
+def _stream_error(err: Mapping[str, Any]) -> Exception:
+    """An ``error`` object sent mid-stream, as the error of its HTTP status (503 and 429 are then
+    retried like the HTTP answers while nothing has been emitted)."""
+    code = err.get("code")
+    message = str(err.get("message") or err)[:300]
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        error = error_for_status("Gemini", code, json.dumps({"error": {"message": message, "type": err.get("status")}}))
+        error.args = (
+            f"Gemini reported {err.get('status') or 'an error'} mid-stream (HTTP {code} equivalent): {message}",
+        )
+        return error
+    return ModelResponseError(f"Gemini reported an error mid-stream: {message}")
+
+
 class _CandidateStream:
     __slots__ = ("calls", "extra", "parts", "raw_finish", "saw_text")
 
@@ -613,8 +628,7 @@ class GeminiStreamParser:
         if not isinstance(payload, Mapping):
             return []
         if isinstance(payload.get("error"), Mapping):
-            err = payload["error"]
-            raise ModelResponseError(f"Gemini reported an error mid-stream: {str(err.get('message') or err)[:300]}")
+            raise _stream_error(payload["error"])
         _check_prompt_feedback(payload)
         self._id = payload.get("responseId") or self._id
         self._model = payload.get("modelVersion") or self._model

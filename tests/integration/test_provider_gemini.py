@@ -328,3 +328,16 @@ def test_the_model_pickles(server: LoopbackServer) -> None:
     with model:
         assert model.call(Prompt("hi")).text == "Hello! How can I help you today? 😊"
     assert server.requests_to(CALL)[0].body["generationConfig"] == {"thinkingConfig": {"thinkingBudget": 0}}
+
+
+@pytest.mark.parametrize("mode", STREAMS)
+def test_an_overloaded_error_event_before_any_chunk_is_retried(server: LoopbackServer, mode: str) -> None:
+    overloaded = {
+        "error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}
+    }
+    event = Reply(200, body=f"data: {json.dumps(overloaded)}\n\n", headers={"content-type": "text/event-stream"})
+    server.script(STREAM, event, recorded("text.sse"))
+    with make_model(server) as model:
+        response, _ = invoke(model, Prompt("hi"), mode)
+    assert output(response).text == "Hello! How can I help you today? 😊"
+    assert len(server.requests_to(STREAM)) == 2
