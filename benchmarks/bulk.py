@@ -180,6 +180,8 @@ def ray_scaling() -> None:
     with LoopbackServer() as server:
         server.set_default("/v1/chat/completions", Reply(json=openai_completion("ok"), delay=0.02))
         url = server.url + "/v1"
+        # the workers cannot import this script: ship its factory and row function by value
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         try:
             rows = [{"id": i, "text": f"q{i}"} for i in range(2000)]
@@ -221,8 +223,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ray", action="store_true", help="also measure Ray with 1 and 2 actors (extra ray)")
     parser.add_argument("--skip-million", action="store_true", help="memory at 20,000 items only")
+    parser.add_argument("--only-ray", action="store_true", help="only the Ray measurement")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if args.only_ray:
+        ray_scaling()
+        return
     overhead()
     proc, url = start_server()
     try:

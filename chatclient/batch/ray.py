@@ -95,7 +95,7 @@ def map_batches(
 
     ``concurrency`` actors (a fixed pool), ``batch_size`` rows per call, ``threads_per_actor``
     rows in flight per actor, ``num_cpus`` reserved per actor (model calls mostly wait).
-    The output keeps the input order (this sets Ray Data's ``preserve_order``). Returns the lazy
+    The output keeps the input order (this sets ``preserve_order`` on the datasets' contexts). Returns the lazy
     ``ray.data.Dataset``; nothing runs until it is consumed.
     """
     ray = _ray()
@@ -107,12 +107,15 @@ def map_batches(
         raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}")
     if not isinstance(dataset, ray.data.Dataset):
         raise TypeError(f"map_batches needs a ray.data.Dataset, got {type(dataset).__name__}")
-    ray.data.DataContext.get_current().execution_options.preserve_order = True
-    return dataset.map_batches(
+    # Order is a property of the context the dataset executes with (the input's, copied onward).
+    dataset.context.execution_options.preserve_order = True
+    mapped = dataset.map_batches(
         _ClientActor,
         fn_constructor_args=(client_factory, fn, threads_per_actor, on_error),
         batch_size=batch_size,
         batch_format="numpy",
-        concurrency=concurrency,
+        compute=ray.data.ActorPoolStrategy(size=concurrency),
         num_cpus=num_cpus,
     )
+    mapped.context.execution_options.preserve_order = True
+    return mapped
