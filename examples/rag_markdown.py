@@ -38,16 +38,17 @@ from chatclient.rag import (
 from chatclient.testing import FunctionChatModel
 
 DATA = Path(__file__).parent / "data" / "kettle"
-RULE = "---------------------"
+def context_of(text: str) -> str:
+    """The retrieved text the advisor put between "Context:" and "Question:" in the user message."""
+    if "Context:\n" not in text:
+        return ""
+    return text.split("Context:\n", 1)[1].split("\n\nQuestion:", 1)[0].strip()
 
 
 def quote_best_section(prompt: Prompt) -> str:
     """Stands in for a model: answers with the first line of the context the advisor supplied."""
-    text = prompt.user_message.text
-    if RULE not in text:
-        return "I have no documents to answer from."
-    context = text.split(RULE)[1].strip()
-    return f"According to the manual: {context.splitlines()[0]}" if context else "I cannot answer that."
+    context = context_of(prompt.user_message.text)
+    return f"According to the manual: {context.splitlines()[0]}" if context else "I have no documents to answer from."
 
 
 STOP_WORDS = frozenset(

@@ -51,13 +51,16 @@ SEARCHES = [
     ("which models can I buy", "discontinued IS NULL AND year IN [2019, 2021, 2024]"),
 ]
 
-RULE = "---------------------"
+def context_of(text: str) -> str:
+    """The retrieved text the advisor put between "Context:" and "Question:" in the user message."""
+    if "Context:\n" not in text:
+        return ""
+    return text.split("Context:\n", 1)[1].split("\n\nQuestion:", 1)[0].strip()
 
 
 def quote_best_passage(prompt: Prompt) -> str:
     """Stands in for a model: answers with the first passage the advisor put into the prompt."""
-    text = prompt.user_message.text
-    context = text.split(RULE)[1].strip() if RULE in text else ""
+    context = context_of(prompt.user_message.text)
     return f"From the FAQ: {context.splitlines()[0]}" if context else "I have no passage to answer from."
 
 

@@ -23,20 +23,14 @@ class QueryAugmenter(Protocol):
 
 
 CONTEXT_TEMPLATE = """\
-Use the context below to answer the query.
-
----------------------
+Context:
 {{ context }}
----------------------
 
-Answer from the context only, not from prior knowledge, and follow these rules:
+Question: {{ query }}
 
-1. If the context does not contain the answer, say that you don't know.
-2. Do not mention the context itself (no "According to the context..." or "The provided information...").
-
-Query: {{ query }}
-
-Answer:"""
+Answer the question in one or two sentences, using only the context above."""
+"""The query the model sees: the documents' text, the question, one short instruction (the shape
+``QuestionAnswerAdvisor`` uses, measured on the bundled small model: see ``advisors.qa.DEFAULT_TEMPLATE``)."""
 
 EMPTY_CONTEXT_TEMPLATE = """\
 The user's query is outside the knowledge base you can draw on.

@@ -58,9 +58,10 @@ def test_qa_advisor_augments_user_message_and_reports_documents(store: SimpleVec
     response = run_spec(ChatClient.create(model).prompt("Who wrote Hamlet?").advisors(qa), mode)
 
     sent = model.prompts[0].user_message.text
-    assert sent.startswith("Who wrote Hamlet?\n")
     shakespeare = next(d.text for d in DOCS if d.id == "shakespeare")
-    assert shakespeare in sent
+    # the default template: the documents, then the question, then one instruction
+    assert sent.startswith(f"Context:\n{shakespeare}\n")
+    assert sent.endswith("\n\nQuestion: Who wrote Hamlet?\n\nAnswer the question in one or two sentences, using only the context above.")
     docs = response.context[ContextKeys.RETRIEVED_DOCUMENTS]
     assert len(docs) == 2 and docs[0].id == "shakespeare" and docs[0].score is not None
     assert response.chat_response is not None
@@ -75,7 +76,7 @@ def test_qa_advisor_uses_rendered_user_text_and_keeps_media_and_metadata(store: 
         "Who wrote {{ play }}?", params={"play": "Hamlet"}, metadata={"k": "v"}
     ).advisors(qa).call().content()
     user = model.prompts[0].user_message
-    assert user.text.startswith("Who wrote Hamlet?") and "Shakespeare" in user.text
+    assert "Question: Who wrote Hamlet?\n" in user.text and "Shakespeare" in user.text
     assert dict(user.metadata) == {"k": "v"}
 
 
@@ -86,7 +87,7 @@ def test_qa_advisor_inserts_document_text_verbatim(mode: str) -> None:
     run_spec(ChatClient.create(model).prompt("llamas {{ q }}").advisors(QuestionAnswerAdvisor(s)), mode)
     sent = model.prompts[0].user_message.text
     assert "Template trap {{ secret }} and {% if x %}block{% endif %} about llamas" in sent
-    assert sent.startswith("llamas {{ q }}")
+    assert "\nQuestion: llamas {{ q }}\n" in sent
 
 
 def test_qa_filter_from_context_replaces_configured_filter(store: SimpleVectorStore, mode: str) -> None:
@@ -165,7 +166,7 @@ def test_rag_advisor_naive_flow(store: SimpleVectorStore, mode: str) -> None:
     rag = RetrievalAugmentationAdvisor(VectorStoreDocumentRetriever(store, top_k=3))
     response = run_spec(ChatClient.create(model).prompt("Who wrote Hamlet?").advisors(rag), mode)
     sent = model.prompts[0].user_message.text
-    assert "Query: Who wrote Hamlet?" in sent
+    assert "\nQuestion: Who wrote Hamlet?\n" in sent
     assert next(d.text for d in DOCS if d.id == "shakespeare") in sent
     docs = response.context[ContextKeys.DOCUMENT_CONTEXT]
     assert len(docs) == 3 and docs[0].id == "shakespeare"
@@ -220,7 +221,7 @@ def test_rag_advisor_transform_expand_join_postprocess(store: SimpleVectorStore,
     # post-processors get the ORIGINAL query
     assert seen == [("who came up with that danish prince play?", ids(docs))]
     sent = main.prompts[0].user_message.text
-    assert "Query: who came up with that danish prince play?" in sent
+    assert "\nQuestion: who came up with that danish prince play?\n" in sent
 
 
 def test_rag_advisor_runtime_filter_via_context(store: SimpleVectorStore) -> None:

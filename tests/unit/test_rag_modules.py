@@ -225,7 +225,10 @@ def test_contextual_augmenter() -> None:
     aug = ContextualQueryAugmenter()
     q = Query("What is X?")
     out = aug.augment(q, [Document("X is {{ y }}."), Document("X rocks.")])
-    assert "X is {{ y }}.\nX rocks." in out.text and out.text.endswith("Query: What is X?\n\nAnswer:")
+    assert out.text == (
+        "Context:\nX is {{ y }}.\nX rocks.\n\nQuestion: What is X?\n\n"
+        "Answer the question in one or two sentences, using only the context above."
+    )
     assert "outside the knowledge base" in aug.augment(q, []).text
     assert ContextualQueryAugmenter(allow_empty_context=True).augment(q, []) is q
     custom = ContextualQueryAugmenter(
