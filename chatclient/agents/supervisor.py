@@ -4,8 +4,9 @@
 Each planner prompt lists every sub-agent (name, description, inputs), the scope's ``request`` and
 the results so far; the planner answers a ``PlannerStep`` entity (re-asked by the validation
 advisor when malformed). The step's arguments are written into the scope, then the named agent
-runs. An unknown name is reported to the planner in the next prompt and counts as a step; the plan
-ends at ``agent_name == "done"`` or after ``max_steps`` steps.
+runs. An unknown name, or arguments that leave out an agent's inputs, is reported to the planner in
+the next prompt and counts as a step; the plan ends at ``agent_name == "done"`` or after
+``max_steps`` steps.
 """
 
 from __future__ import annotations
@@ -93,10 +94,12 @@ class SupervisorWorkflow(Workflow):
     # -- prompts ----------------------------------------------------------------------------------
 
     def _prompt(self, request: Any, history: list[dict[str, Any]]) -> str:
-        lines = ["Request:", str(request), "", "Agents:"]
+        lines = ["Request:", str(request), "", "Agents (how to call each, then what it does):"]
         for a in self.agents:
-            inputs = ", ".join(a.input_names()) or "none"
-            lines.append(f"- {a.name}: {a.description or 'no description'} (inputs: {inputs})")
+            arguments = ", ".join(f'"{k}": ...' for k in a.input_names())
+            call = f'{{"agent_name": "{a.name}", "arguments": {{{arguments}}}}}'
+            lines.append(f"- {call}: {a.description or 'no description'}")
+        lines.append('- {"agent_name": "done", "arguments": {"response": "..."}}: the request is fulfilled')
         lines += ["", "Results so far:"]
         if not history:
             lines.append("none yet")
@@ -106,7 +109,7 @@ class SupervisorWorkflow(Workflow):
                 lines.append(f"{i}. {h['agent']}({args}) -> ERROR: {h['error']}")
             else:
                 lines.append(f"{i}. {h['agent']}({args}) -> {_cut(h['output'])}")
-        lines += ["", 'Which agent next? Answer agent_name and arguments, or agent_name "done".']
+        lines += ["", "Which agent next, with which arguments?"]
         return "\n".join(lines)
 
     def _ask(self, text: str, target: type[BaseModel]) -> tuple[Any, Usage | None]:
@@ -159,6 +162,17 @@ class SupervisorWorkflow(Workflow):
         for k, v in planned.arguments.items():
             if isinstance(k, str) and k:
                 step.scope.write(k, v)
+        missing = [] if agent.optional else agent._missing(step.scope)
+        if missing:
+            # The planner left out inputs: its mistake to correct, not a failure of the agent.
+            history.append(
+                {
+                    "agent": agent.name,
+                    "arguments": planned.arguments,
+                    "error": f"missing arguments {', '.join(map(repr, missing))}; give them in arguments",
+                }
+            )
+            return None
         return agent
 
     def _score_key(self, step: Step) -> str:

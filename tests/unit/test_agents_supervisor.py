@@ -43,8 +43,11 @@ def test_planner_chooses_agents_until_done(mode: str) -> None:
     assert result.scope.read("converted") == 11.0  # "10" converted to the annotated float
     first = planner.prompts[0].user_message.text
     assert "Convert 10 EUR and greet Ada" in first
-    assert "to_dollars: Converts an amount of euros to dollars. (inputs: amount)" in first
-    assert "greet: Greets a person by name." in first
+    assert (
+        '- {"agent_name": "to_dollars", "arguments": {"amount": ...}}: Converts an amount of euros to dollars.' in first
+    )
+    assert '- {"agent_name": "greet", "arguments": {"name": ...}}: Greets a person by name.' in first
+    assert '{"agent_name": "done", "arguments": {"response": "..."}}' in first
     assert "none yet" in first
     third = planner.prompts[2].user_message.text
     assert "to_dollars" in third and "11.0" in third and "Hello, Ada!" in third
@@ -114,3 +117,10 @@ def test_model_agent_reads_planner_arguments_from_the_scope() -> None:
     assert worker_model.prompts[0].user_message.text == "Translate to French: Hello"
     assert result.output == "Bonjour"
     assert PlannerStep(agent_name="done").arguments == {}
+
+
+def test_missing_arguments_go_back_to_the_planner() -> None:
+    planner = ScriptedChatModel([step("greet"), step("greet", name="Ada"), step("done")])
+    result = supervisor(greet, planner=ChatClient.create(planner)).run(request="greet")
+    assert "greet({}) -> ERROR: missing arguments 'name'" in planner.prompts[1].user_message.text
+    assert result.output == "Hello, Ada!" and len(planner.prompts) == 3
