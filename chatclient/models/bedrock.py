@@ -643,6 +643,32 @@ class BedrockChatModel(HTTPChatModel):
         """The ``ChatResponse`` for a provider JSON payload."""
         return parse_converse(payload, self.model)
 
+    def _count_request(self, prompt: Prompt) -> tuple[str, dict[str, Any]]:
+        model = self.options_for(prompt).model or self.model
+        system, messages = converse_messages(prompt.messages)
+        converse: dict[str, Any] = {"messages": messages}
+        if system:
+            converse["system"] = system
+        return f"/model/{quote(model, safe='')}/count-tokens", {"input": {"converse": converse}}
+
+    @staticmethod
+    def _input_tokens(payload: Any) -> int:
+        count = payload.get("inputTokens") if isinstance(payload, Mapping) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ModelResponseError(f"Bedrock CountTokens answered without a token count: {str(payload)[:200]}")
+        return count
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """The prompt's input tokens as Bedrock counts them (``CountTokens``: messages and system; models
+        that support it, such as Anthropic's)."""
+        path, body = self._count_request(prompt)
+        return self._input_tokens(self._http.post(path, body))
+
+    async def acount_tokens(self, prompt: Prompt) -> int:
+        """Async ``count_tokens``."""
+        path, body = self._count_request(prompt)
+        return self._input_tokens(await self._http.apost(path, body))
+
     def stream_parser(self) -> BedrockStreamParser:
         """A fresh parser for one streamed answer (frames bounded by ``ResponseLimits.max_event_bytes``)."""
         return BedrockStreamParser(self.model, self._http.limits.max_event_bytes)

@@ -382,3 +382,27 @@ def test_the_model_pickles_and_keeps_signing(server: LoopbackServer) -> None:
         assert model.call(Prompt("hi")).text == "Hello! How can I help you today?"
     check_signature(server.requests_to(CALL)[0])
     assert CREDS[1] not in repr(model)
+
+
+def test_count_tokens(server: LoopbackServer) -> None:
+    import asyncio
+
+    path = "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/count-tokens"
+    server.script(path, Reply(json={"inputTokens": 27}), Reply(json={"inputTokens": 27}))
+    prompt = Prompt([SystemMessage("Be brief."), UserMessage("How many tokens is this?")])
+    with make_model(server) as model:
+        assert model.count_tokens(prompt) == 27
+        assert asyncio.run(model.acount_tokens(prompt)) == 27
+    request = server.requests_to(path)[0]
+    check_signature(request)
+    assert request.body == {
+        "input": {
+            "converse": {
+                "messages": [{"role": "user", "content": [{"text": "How many tokens is this?"}]}],
+                "system": [{"text": "Be brief."}],
+            }
+        }
+    }
+    server.script(path, Reply(json={"tokens": "many"}))
+    with make_model(server) as model, pytest.raises(ModelResponseError, match="without a token count"):
+        model.count_tokens(prompt)
