@@ -60,7 +60,13 @@ def _rebuild(cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
 
 
 class Reconstructible:
-    """Mixin: pickles as ``(class, constructor arguments)``; equal when built from equal arguments."""
+    """Mixin: pickles as ``(class, constructor arguments)``; equal when built from equal arguments.
+
+    ``_live_arguments`` names the constructor arguments that hold a live resource of the caller
+    (pickling refuses when one was given).
+    """
+
+    _live_arguments: dict[str, str] = _LIVE_ARGUMENTS
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -77,14 +83,16 @@ class Reconstructible:
 
     def __reduce__(self) -> tuple[Any, ...]:
         args, kwargs = self._construction()
-        for name, what in _LIVE_ARGUMENTS.items():
+        for name, what in self._live_arguments.items():
             if kwargs.get(name) is not None:
                 raise TypeError(
                     f"{type(self).__name__} was built with {name}= ({what}), a live resource of this process that "
-                    f"cannot be pickled; build it without {name}= (pass timeout=, headers=, max_retries= instead) "
-                    "or build it inside the worker from a factory"
+                    f"cannot be pickled; build it without {name}= ({self._instead}) or build it inside the "
+                    "worker from a factory"
                 )
         return (_rebuild, (type(self), args, kwargs))
+
+    _instead = "pass timeout=, headers=, max_retries= instead"
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

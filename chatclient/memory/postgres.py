@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from chatclient import jsonsafe
+from chatclient._pickling import Reconstructible
 from chatclient.errors import ChatMemoryError
 from chatclient.memory._errors import StoreErrors, connection_secrets, scrub_text
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
@@ -86,6 +87,26 @@ class _HiddenDsn:
     def __repr__(self) -> str:
         return "<hidden DSN>"
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _HiddenDsn) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def _hide_recorded_dsn(obj: Any, hidden: _HiddenDsn) -> None:
+    """Where the constructor's arguments are recorded (for pickling and equality), keep the DSN
+    hidden there too; it pickles as itself and the constructor takes it back."""
+    call = obj.__dict__.get("_init_call")
+    if not isinstance(call, tuple) or len(call) != 2:
+        return
+    args, kwargs = call
+    if args:
+        args = (hidden, *args[1:])
+    elif "dsn" in kwargs:
+        kwargs = {**kwargs, "dsn": hidden}
+    obj.__dict__["_init_call"] = (args, kwargs)
+
 
 def _lock_key(*parts: str) -> int:
     # A stable signed 64-bit key for pg_advisory_xact_lock (Python's hash() differs per process).
@@ -113,7 +134,7 @@ def _stored(message: Any, message_text: str | None) -> Any:
         raise ValueError(f"a stored message is not usable: {exc}") from None
 
 
-class PostgresChatMemoryRepository:
+class PostgresChatMemoryRepository(Reconstructible):
     """Stores conversations in a PostgreSQL table; safe across threads, processes and hosts.
 
     ``dsn`` is a libpq connection string or URL. Up to ``max_connections`` connections are kept open
@@ -131,6 +152,8 @@ class PostgresChatMemoryRepository:
         max_connections: int = 8,
         connect_timeout: float = 10.0,
     ) -> None:
+        hidden = dsn if isinstance(dsn, _HiddenDsn) else _HiddenDsn(dsn)
+        dsn = hidden.reveal()
         if not dsn:
             raise ValueError("dsn cannot be empty")
         if max_connections < 1:
@@ -138,7 +161,8 @@ class PostgresChatMemoryRepository:
         self._psycopg = _psycopg()
         from psycopg import sql
 
-        self._dsn = _HiddenDsn(dsn)
+        self._dsn = hidden
+        _hide_recorded_dsn(self, hidden)
         self.table = check_identifier(table)
         self.schema = check_identifier(schema, "schema") if schema is not None else None
         self._name = sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from chatclient._pickling import Reconstructible
 from chatclient.memory._errors import StoreErrors, connection_secrets
 from chatclient.memory.base import MessageUpdate, check_conversation_id, check_messages, plan_rows
 from chatclient.memory.serialization import message_from_json, message_to_json
@@ -46,7 +47,7 @@ def _redis() -> Any:
     return redis
 
 
-class RedisChatMemoryRepository:
+class RedisChatMemoryRepository(Reconstructible):
     """Stores conversations in Redis lists; safe across threads, processes and hosts.
 
     Pass a ``url`` (``redis://host:port/db``) or a ready ``client`` (a ``redis.Redis``).
@@ -54,6 +55,9 @@ class RedisChatMemoryRepository:
     down or refuses the login raises ``ChatMemoryError`` (``ChatMemoryTimeoutError`` on a timeout),
     never a redis-py exception.
     """
+
+    _live_arguments = {"client": "a redis client"}
+    _instead = "pass its url="
 
     def __init__(
         self,

@@ -28,6 +28,9 @@ class SearchRequest:
     similarity_threshold: float
     filter_expression: Expression | None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SearchRequest, (self.query, self.top_k, self.similarity_threshold, self.filter_expression))
+
     def __init__(
         self,
         query: str = "",

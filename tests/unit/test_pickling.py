@@ -179,3 +179,19 @@ def test_embedded_model_travels_as_its_arguments() -> None:
     assert len(data) < 10_000  # the weights are loaded again where it lands, never pickled
     copy = pickle.loads(data)
     assert copy == model and copy.model_path == model.model_path and copy.seed == 7
+
+
+def test_server_backed_memories_travel_as_their_address() -> None:
+    from chatclient.memory.postgres import PostgresChatMemoryRepository
+    from chatclient.memory.redis import RedisChatMemoryRepository
+    from chatclient.rag import SearchRequest
+
+    redis_repo = RedisChatMemoryRepository("redis://127.0.0.1:6379/0", prefix="x:", ttl=60)
+    copy = roundtrip(redis_repo)
+    assert copy == redis_repo and copy.prefix == "x:" and copy.ttl == 60 and copy.client is not redis_repo.client
+    with pytest.raises(TypeError, match="pass its url="):
+        pickle.dumps(RedisChatMemoryRepository(client=redis_repo.client))
+    pg = PostgresChatMemoryRepository("postgresql://postgres@127.0.0.1:5432/test", table="t1")
+    assert roundtrip(pg) == pg and roundtrip(pg).table == "t1"
+    request = SearchRequest("capital", top_k=2, filter_expression="lang == 'en'")
+    assert roundtrip(request) == request
