@@ -248,6 +248,31 @@ class McpServerError(McpError):
     """An MCP server answered a request with an error (unknown tool, invalid arguments, internal error)."""
 
 
+class A2AError(ChatClientError):
+    """A remote Agent-to-Agent (A2A) agent could not give an answer (``chatclient.a2a``).
+
+    ``reason`` says why: the remote task's end state (``"failed"``, ``"rejected"``, ``"canceled"``,
+    ``"auth-required"``), or ``"connection"``, ``"timeout"``, ``"protocol"`` (a malformed or unexpected
+    answer), ``"too-large"`` (the answer passed the agent's size bounds). ``url`` is the agent's URL
+    (never a header value); ``task_id`` / ``context_id`` name the remote task when there was one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        url: str | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.url = url
+        self.task_id = task_id
+        self.context_id = context_id
+
+
 class AiServiceDefinitionError(ChatClientError):
     """An interface given to ``ai_service`` cannot become a service; raised when the service is built.
 
@@ -505,6 +530,7 @@ __all__ = [
     "McpError",
     "McpProtocolError",
     "McpServerError",
+    "A2AError",
     "McpTimeoutError",
     "ModelConnectionError",
     "ModelError",

@@ -1,0 +1,367 @@
+"""``serve_a2a`` / ``a2a_app``: an agent or workflow as an Agent-to-Agent (A2A) server.
+
+Built on the official SDK: an ``AgentExecutor`` runs the agent for each incoming message, the SDK's
+request handler keeps the tasks, and its routes serve the JSON-RPC endpoint and the agent card at
+``/.well-known/agent-card.json``. ``serve_a2a`` runs that app with uvicorn in a background thread.
+
+One message is one run: the message text is the run's ``input_key`` input (default ``request``);
+within one A2A context the next run starts from the previous run's scope state, so a conversation
+carries on. The answer's text is streamed as one artifact (``answer``) from the text deltas of the
+agent's last model calls, then the task completes. A run that suspends (``human_input`` without a
+responder) puts the task in ``input-required`` with the question; the next message on that task is
+the answer (``resume``). An agent error fails the task with the error's type (and its message with
+``expose_errors=True``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from chatclient.a2a._sdk import EXTRA_HINT, clip, output_text, sdk
+from chatclient.agents.base import Agent
+from chatclient.agents.scope import AgenticScope
+from chatclient.events import TextDelta
+
+MAX_CONTEXTS = 1_000
+"""Default number of conversations (A2A contexts) and waiting tasks a server remembers (oldest dropped)."""
+MAX_REQUEST_BYTES = 1_000_000
+"""Default cap on the bytes of one request body; larger ones get 413."""
+
+
+class _AgentExecutor:
+    """Runs a chatclient ``Agent`` for each A2A message (the SDK's ``AgentExecutor`` interface)."""
+
+    def __init__(self, agent: Agent, *, input_key: str, expose_errors: bool, max_contexts: int) -> None:
+        self.agent = agent
+        self.input_key = input_key
+        self.expose_errors = expose_errors
+        self.max_contexts = max_contexts
+        self._contexts: OrderedDict[str, dict[str, Any]] = OrderedDict()  # context id -> last scope state
+        self._waiting: OrderedDict[str, AgenticScope] = OrderedDict()  # task id -> suspended scope
+
+    def _remember(self, table: OrderedDict[str, Any], key: str, value: Any) -> None:
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > self.max_contexts:
+            table.popitem(last=False)
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        a2a = sdk()
+        types = a2a.types
+        task_id, context_id = context.task_id, context.context_id
+        if context.current_task is None:
+            await event_queue.enqueue_event(
+                types.Task(
+                    id=task_id,
+                    context_id=context_id,
+                    status=types.TaskStatus(state=types.TaskState.TASK_STATE_SUBMITTED),
+                    history=[context.message] if context.message is not None else [],
+                )
+            )
+        from a2a.server.tasks import TaskUpdater
+
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        await updater.start_work()
+        text = context.get_user_input()
+        loop = asyncio.get_running_loop()
+        deltas: asyncio.Queue[str | None] = asyncio.Queue()
+
+        def emit(event: Any) -> None:
+            if isinstance(event, TextDelta) and event.text:
+                loop.call_soon_threadsafe(deltas.put_nowait, event.text)
+
+        agent = self.agent
+        waiting = self._waiting.pop(task_id, None)
+        if waiting is not None:
+            run = agent._resume_run(waiting, text, None, None, True)
+            run.emit, run.streaming = emit, True
+        else:
+            inputs = dict(self._contexts.get(context_id, {}))
+            inputs[self.input_key] = text
+            run = agent._prepare(inputs, None, None, None, None, emit, True)
+        artifact_id = uuid.uuid4().hex
+        streamed: list[str] = []
+
+        async def forward() -> None:
+            while (chunk := await deltas.get()) is not None:
+                await updater.add_artifact(
+                    [types.Part(text=chunk)], artifact_id=artifact_id, name="answer", append=bool(streamed)
+                )
+                streamed.append(chunk)
+
+        forwarder = asyncio.create_task(forward())
+        try:
+            result = await agent._run_async(run)
+        except Exception as exc:
+            await _finish(forwarder, deltas, loop)
+            reason = f"{type(exc).__name__}: {clip(str(exc))}" if self.expose_errors else type(exc).__name__
+            await updater.failed(updater.new_agent_message([types.Part(text=f"the agent failed: {reason}")]))
+            return
+        except BaseException:
+            await _finish(forwarder, deltas, loop)
+            raise
+        await _finish(forwarder, deltas, loop)
+        if result.suspended is not None:
+            self._remember(self._waiting, task_id, result.scope)
+            await updater.requires_input(updater.new_agent_message([types.Part(text=result.suspended.question)]))
+            return
+        self._remember(self._contexts, context_id, dict(result.scope.state))
+        answer = output_text(result.output)
+        if "".join(streamed) != answer:  # nothing streamed, or the workflow's output is not its last text
+            await updater.add_artifact(
+                [types.Part(text=answer)], artifact_id=artifact_id, name="answer", append=False, last_chunk=True
+            )
+        await updater.complete()
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        from a2a.server.tasks import TaskUpdater
+
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        self._waiting.pop(context.task_id, None)
+        await updater.cancel()
+
+
+async def _finish(forwarder: asyncio.Task[None], deltas: asyncio.Queue[str | None], loop: Any) -> None:
+    loop.call_soon_threadsafe(deltas.put_nowait, None)  # after every delta already scheduled
+    await forwarder
+
+
+def _executor_class() -> type:
+    from a2a.server.agent_execution import AgentExecutor
+
+    return type("ChatClientAgentExecutor", (_AgentExecutor, AgentExecutor), {})
+
+
+def agent_card(
+    agent: Agent,
+    *,
+    url: str,
+    name: str | None = None,
+    description: str | None = None,
+    version: str = "1.0.0",
+    streaming: bool = True,
+) -> Any:
+    """The A2A ``AgentCard`` for ``agent`` served at ``url``: one skill named after the agent (and, for
+    a workflow, one per sub-agent that has a description), JSON-RPC, text in and out."""
+    types = sdk().types
+    skills = [
+        types.AgentSkill(
+            id=agent.name,
+            name=name or agent.name,
+            description=description or agent.description or agent.name,
+            tags=["chatclient"],
+        )
+    ]
+    for child in agent.children:
+        if child.description and child.name not in {s.id for s in skills}:
+            skills.append(
+                types.AgentSkill(id=child.name, name=child.name, description=child.description, tags=["step"])
+            )
+    return types.AgentCard(
+        name=name or agent.name,
+        description=description or agent.description or f"chatclient agent {agent.name}",
+        version=version,
+        supported_interfaces=[types.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
+        capabilities=types.AgentCapabilities(streaming=streaming),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=skills,
+    )
+
+
+class _BodyLimit:
+    """ASGI middleware: a request whose body passes ``limit`` bytes gets 413 before the SDK reads it."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Callable[[], Any], send: Callable[[Any], Any]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope.get("headers", ()):
+            if key == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await _too_large(send, self.limit)
+                return
+        # Read the whole body first (at most ``limit`` bytes), then hand it to the app in one piece:
+        # the SDK turns any error raised while it reads into a JSON-RPC answer, so refuse before.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
+                await _too_large(send, self.limit)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _too_large(send: Callable[[Any], Any], limit: int) -> None:
+    body = f"request body larger than {limit:,} bytes".encode()
+    await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def a2a_app(
+    agent: Agent,
+    *,
+    url: str,
+    name: str | None = None,
+    description: str | None = None,
+    version: str = "1.0.0",
+    input_key: str = "request",
+    streaming: bool = True,
+    expose_errors: bool = False,
+    max_contexts: int = MAX_CONTEXTS,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+    task_store: Any = None,
+) -> Any:
+    """An ASGI app serving ``agent`` over A2A (JSON-RPC at ``url``'s path, the card at
+    ``/.well-known/agent-card.json``), to mount or run with any ASGI server.
+
+    ``url`` is the public address written in the card. ``task_store`` is an SDK ``TaskStore``
+    (default: in memory).
+    """
+    from urllib.parse import urlsplit
+
+    if not isinstance(agent, Agent):
+        raise TypeError(f"a2a_app serves a chatclient Agent, got {type(agent).__name__}")
+    for label, value in (("max_contexts", max_contexts), ("max_request_bytes", max_request_bytes)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    sdk()
+    try:
+        from a2a.server.request_handlers import DefaultRequestHandler
+        from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+        from a2a.server.tasks import InMemoryTaskStore
+        from starlette.applications import Starlette
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(EXTRA_HINT) from exc
+    card = agent_card(agent, url=url, name=name, description=description, version=version, streaming=streaming)
+    executor = _executor_class()(agent, input_key=input_key, expose_errors=expose_errors, max_contexts=max_contexts)
+    handler = DefaultRequestHandler(
+        agent_executor=executor,
+        task_store=task_store if task_store is not None else InMemoryTaskStore(),
+        agent_card=card,
+    )
+    path = urlsplit(url).path or "/"
+    routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=path)]
+    app = Starlette(routes=routes)
+    app.state.agent_card = card
+    return _BodyLimit(app, max_request_bytes)
+
+
+class A2AServer:
+    """A running A2A server (from ``serve_a2a``): ``url``, ``card``, ``stop()``; a context manager."""
+
+    def __init__(self, server: Any, thread: threading.Thread, url: str, card: Any) -> None:
+        self._server = server
+        self._thread = thread
+        self.url = url
+        self.card = card
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop accepting requests, let those in flight finish (up to ``timeout`` seconds) and return."""
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._server.force_exit = True
+            self._thread.join(timeout)
+
+    def __enter__(self) -> A2AServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<A2AServer {self.url}>"
+
+
+def serve_a2a(
+    agent: Agent,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    name: str | None = None,
+    description: str | None = None,
+    startup_timeout: float = 10.0,
+    **options: Any,
+) -> A2AServer:
+    """Serve ``agent`` (any agent or workflow) over A2A with uvicorn in a background thread.
+
+    ``port=0`` picks a free port (see ``server.url``). ``options`` go to ``a2a_app`` (``input_key``,
+    ``expose_errors``, ``max_contexts``, ``max_request_bytes``, ``task_store``, ``version``,
+    ``streaming``). Returns an ``A2AServer``; call ``stop()`` or use it as a context manager.
+    """
+    try:
+        import uvicorn
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(EXTRA_HINT) from exc
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/"
+    try:
+        app = a2a_app(agent, url=url, name=name, description=description, **options)
+    except BaseException:
+        sock.close()
+        raise
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as exc:  # surfaced by the startup wait below
+            failure.append(exc)
+        finally:
+            sock.close()
+
+    thread = threading.Thread(target=work, name=f"a2a-server-{agent.name}", daemon=True)
+    thread.start()
+    waited = 0.0
+    while not server.started:
+        if failure or not thread.is_alive():
+            raise RuntimeError(
+                f"the A2A server for {agent.name!r} did not start: {failure[0] if failure else 'exited'}"
+            )
+        if waited >= startup_timeout:
+            server.should_exit = True
+            raise RuntimeError(f"the A2A server for {agent.name!r} did not start within {startup_timeout:g} s")
+        threading.Event().wait(0.02)
+        waited += 0.02
+    return A2AServer(server, thread, url, app.app.state.agent_card)
+
+
+__all__ = ["A2AServer", "a2a_app", "agent_card", "serve_a2a"]
