@@ -198,40 +198,51 @@ def _open_checkpoint(checkpoint: str | Path | Checkpoint | None, fn: Any) -> Che
 class _Plan:
     """Items next to the checkpoint's finished rows: which to run and which are already done."""
 
-    def __init__(self, items: Iterable[Any], ckpt: Checkpoint | None) -> None:
-        self.items = items
+    def __init__(self, ckpt: Checkpoint | None) -> None:
         self.ckpt = ckpt
-        self.skipped = 0
+        self.count = 0
+        self._done = ckpt.done() if ckpt is not None else None
+        self._row = next(self._done, None) if self._done is not None else None
 
-    def __iter__(self) -> Iterator[tuple[int, Any, bytes, ItemResult[Any] | None]]:
-        ckpt = self.ckpt
-        if ckpt is None:
-            for i, item in enumerate(self.items):
-                yield i, item, b"", None
-            return
+    def entry(self, item: Any) -> tuple[int, bytes, ItemResult[Any] | None]:
+        """The next item's (index, digest, stored result if the checkpoint has it)."""
+        index = self.count
+        self.count += 1
+        ckpt, row = self.ckpt, self._row
+        if ckpt is None or self._done is None:
+            return index, b"", None
         from .checkpoint import item_digest
 
-        done = ckpt.done()
-        row = next(done, None)
-        count = -1
-        for count, item in enumerate(self.items):
-            digest = item_digest(item)
-            if row is not None and row[0] == count:
-                if row[1] != digest:
-                    raise BatchError(
-                        f"checkpoint {str(ckpt.path)!r} holds a different item at index {count}: it was written "
-                        "for another item list; pass a new checkpoint path, or delete the file to start over"
-                    )
-                self.skipped += 1
-                yield count, item, digest, ItemResult(count, row[2], None, row[3])
-                row = next(done, None)
-            else:
-                yield count, item, digest, None
-        if row is not None:
+        digest = item_digest(item)
+        if row is None or row[0] != index:
+            return index, digest, None
+        if row[1] != digest:
             raise BatchError(
-                f"checkpoint {str(ckpt.path)!r} has a finished item at index {row[0]} but only {count + 1} items "
-                "were given: it was written for another item list; pass a new checkpoint path"
+                f"checkpoint {str(ckpt.path)!r} holds a different item at index {index}: it was written "
+                "for another item list; pass a new checkpoint path, or delete the file to start over"
             )
+        self._row = next(self._done, None)
+        return index, digest, ItemResult(index, row[2], None, row[3])
+
+    def finish(self) -> None:
+        """Refuse a checkpoint holding finished items past the end of the items given."""
+        if self.ckpt is not None and self._row is not None:
+            raise BatchError(
+                f"checkpoint {str(self.ckpt.path)!r} has a finished item at index {self._row[0]} but only "
+                f"{self.count} items were given: it was written for another item list; pass a new checkpoint path"
+            )
+
+    def __call__(self, items: Iterable[Any]) -> Iterator[tuple[int, Any, bytes, ItemResult[Any] | None]]:
+        for item in items:
+            index, digest, done = self.entry(item)
+            yield index, item, digest, done
+        self.finish()
+
+    async def acall(self, items: AsyncIterable[Any]) -> AsyncIterator[tuple[int, Any, bytes, ItemResult[Any] | None]]:
+        async for item in items:
+            index, digest, done = self.entry(item)
+            yield index, item, digest, done
+        self.finish()
 
 
 def _total(items: Any) -> int | None:
@@ -261,7 +272,7 @@ def iter_many(
     if _is_async(fn):
         raise TypeError("iter_many runs plain functions; for an async def use aiter_many (or run_many)")
     ckpt = _open_checkpoint(checkpoint, fn)
-    plan = _Plan(items, ckpt)
+    plan = _Plan(ckpt)
     bar = progress_bar(total=_total(items), desc=desc, unit="item", enabled=progress)
     pool = ThreadPoolExecutor(concurrency, thread_name_prefix="run_many")
     window: deque[tuple[int, bytes, ItemResult[Any] | Future[ItemResult[Any]]]] = deque()
@@ -276,7 +287,7 @@ def iter_many(
         return result
 
     try:
-        for index, item, digest, done in plan:
+        for index, item, digest, done in plan(items):
             window.append((index, digest, done if done is not None else pool.submit(_run_one, fn, index, item, prices)))
             while window and (len(window) > limit or _ready(window[0][2])):
                 yield finish(window.popleft())
@@ -306,12 +317,14 @@ async def aiter_many(
     prices: PriceTable | None = None,
     desc: str = "run_many",
 ) -> AsyncIterator[ItemResult[T]]:
-    """``iter_many`` for async code: tasks for an ``async def fn`` (a plain ``fn`` runs in worker threads)."""
+    """``iter_many`` for async code: tasks for an ``async def fn`` (a plain ``fn`` runs in worker threads).
+
+    ``items`` may be an async iterable (read as the run goes, like an iterator in ``iter_many``).
+    """
     _check(fn, concurrency)
     ckpt = _open_checkpoint(checkpoint, fn)
-    source: Iterable[Any] = items if not isinstance(items, AsyncIterable) else await _collect_async(items)
-    plan = _Plan(source, ckpt)
-    bar = progress_bar(total=_total(source), desc=desc, unit="item", enabled=progress)
+    plan = _Plan(ckpt)
+    bar = progress_bar(total=_total(items), desc=desc, unit="item", enabled=progress)
     gate = asyncio.Semaphore(concurrency)
     window: deque[tuple[bytes, ItemResult[Any] | asyncio.Task[ItemResult[Any]]]] = deque()
     limit = 4 * concurrency
@@ -329,7 +342,8 @@ async def aiter_many(
         return result
 
     try:
-        for index, item, digest, done in plan:
+        entries = plan.acall(items) if isinstance(items, AsyncIterable) else _as_async(plan(items))
+        async for index, item, digest, done in entries:
             window.append((digest, done if done is not None else asyncio.ensure_future(run(index, item))))
             while window and (len(window) > limit or _aready(window[0][1])):
                 yield await finish(window.popleft())
@@ -348,8 +362,9 @@ def _aready(slot: ItemResult[Any] | asyncio.Task[ItemResult[Any]]) -> bool:
     return isinstance(slot, ItemResult) or slot.done()
 
 
-async def _collect_async(items: AsyncIterable[Any]) -> list[Any]:
-    return [item async for item in items]
+async def _as_async(entries: Iterator[Any]) -> AsyncIterator[Any]:
+    for entry in entries:
+        yield entry
 
 
 def run_many(

@@ -302,3 +302,26 @@ def test_progress_helper_lines_and_silence() -> None:
 def test_item_result_fields() -> None:
     r: ItemResult[int] = ItemResult(0, 5, None, Usage(1, 2))
     assert r.ok and r.unwrap() == 5 and r.usage == Usage(1, 2)
+
+
+async def test_async_iterable_is_read_as_the_run_goes() -> None:
+    from chatclient.batch import aiter_many
+
+    produced: list[int] = []
+
+    async def source() -> Any:
+        for i in range(200):
+            produced.append(i)
+            yield i
+
+    async def work(x: int) -> int:
+        await asyncio.sleep(0)
+        return -x
+
+    seen = 0
+    async for r in aiter_many(work, source(), concurrency=4, progress=False):
+        assert r.value == -r.index
+        if seen == 0:
+            assert len(produced) < 50  # not collected up front: at most a few windows read ahead
+        seen += 1
+    assert seen == 200
