@@ -17,7 +17,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from chatclient.batch import ItemResult
 from chatclient.errors import BatchError, BatchItemError, BatchTimeoutError
@@ -133,7 +133,8 @@ class BatchAPI(ABC):
     @property
     def transport(self) -> HTTPTransport:
         """The provider model's HTTP transport (base URL, key, retry policy)."""
-        return cast("HTTPTransport", self.model._http)
+        transport: HTTPTransport = self.model._http
+        return transport
 
     @property
     def http(self) -> BatchHTTP:
