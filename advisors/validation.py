@@ -14,7 +14,8 @@ A response that asks for tools is passed back unvalidated (the tool loop, which 
 advisor, runs the tools and comes back). Re-asking cannot help, so the advisor stops early and
 says why in ``validation_stopped`` (which ``entity()``'s error then reports) when the model refused
 (``AssistantMessage.refusal``), when the answer was cut off by the token limit (finish reason
-``length``: the same limit would cut it again), or when the model gave the same invalid answer as
+``length``: the same limit would cut it again; when the cut answer ends by repeating itself, the
+reason names the loop and says that more tokens would not help), or when the model gave the same invalid answer as
 on the previous attempt (it cannot follow the format). The usage of every attempt is summed into the returned
 response's metadata, and ``validation_attempts`` in its ``extra`` says how many calls were made.
 In the stream modes each attempt is buffered, validated when it ends, and only the accepted
@@ -131,6 +132,15 @@ class StructuredOutputValidationAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdv
         if errors is None or generation is None:
             return errors, None
         if generation.finish_reason == "length":
+            from chatclient.converters.core import repeated_tail
+
+            loop = repeated_tail(generation.output.text or "")
+            if loop is not None:
+                return errors, (
+                    f"the answer was cut off by the token limit while the model repeated {loop[:40]!r} over and "
+                    "over; a new attempt or a higher max_tokens would loop the same way: bound the field in the "
+                    "schema (maxLength, maxItems) or use a larger model"
+                )
             return errors, (
                 "the answer was cut off by the token limit (finish reason 'length'); the same limit would cut "
                 "a new attempt too, so raise max_tokens"

@@ -189,9 +189,17 @@ def explained_error(
     if finish == "length":
         limit = f" (max_tokens={max_tokens})" if max_tokens is not None else ""
         state = "an empty answer" if not (text or "").strip() else "an incomplete answer"
+        loop = repeated_tail(text or "")
+        advice = (
+            f"it was repeating {shown(loop, 40)} over and over when it was cut, so a higher max_tokens would "
+            "only repeat more: bound the field in the schema (maxLength, maxItems), describe the fields, or use "
+            "a larger model"
+            if loop is not None
+            else "raise max_tokens in ChatOptions or ask for less"
+        )
         message = (
             f"Could not convert the model output to {type_name(target)}: the model hit its token limit{limit} "
-            f"(finish reason 'length') and returned {state}; raise max_tokens in ChatOptions or ask for less. "
+            f"(finish reason 'length') and returned {state}; {advice}. "
             f"Output was: {shown(text, _SHORT_EXCERPT)}"
         )
     elif text is not None and not text.strip():
@@ -212,6 +220,25 @@ def explained_error(
 
 
 _SHORT_EXCERPT = 200
+_TAIL_CHARS = 600
+
+
+def repeated_tail(text: str, *, min_repeats: int = 4, max_unit: int = 40) -> str | None:
+    """The unit a text ends by repeating (``";1"`` for ``"...;1;1;1;1;1"``), or None.
+
+    A model that loops inside a JSON string or list until its token limit leaves such a tail;
+    naming it tells the user that more tokens would not have helped. Looks at the last 600
+    characters only, with plain string comparisons (no backtracking regex)."""
+    tail = text[-_TAIL_CHARS:]
+    for size in range(1, max_unit + 1):
+        if size * min_repeats > len(tail):
+            break
+        unit = tail[-size:]
+        if not unit.strip():
+            continue
+        if all(tail[-size * (k + 1) : len(tail) - size * k] == unit for k in range(1, min_repeats)):
+            return unit
+    return None
 
 
 # -- typing.TypedDict on Python 3.11 ---------------------------------------------------------------

@@ -305,6 +305,128 @@ def schema_instructions(schema: Mapping[str, Any]) -> str:
     )
 
 
+DEFAULT_SCHEMA_MAX_STRING = 96
+"""Characters a JSON string may hold under a schema grammar when the schema sets no ``maxLength``.
+
+A small model that does not know what to write in a field can loop inside its string
+(``"number": "1, 1, 2, 3, ..."``) until the token limit cuts the answer and nothing parses; with a
+bound the grammar closes the string and the next field follows. Values extracted from a text (a
+name, a number, a date, a line description) are far shorter; a field that needs more says so in
+its own schema (``Field(max_length=2000)``)."""
+
+DEFAULT_SCHEMA_MAX_ITEMS = 8
+"""Items a JSON array may hold under a schema grammar when the schema sets no ``maxItems``.
+
+Measured on the invoice extractions of ``benchmarks/local_model.py``: both bundled models repeat
+line items until the bound (the texts have one to three), so the bound sets the time a runaway
+list costs (SmolLM2-135M on this 2-core machine: about 100 s an answer with 24 items, 40 s with 8).
+A schema that expects longer lists says so (``Field(max_length=50)`` on a list)."""
+
+_NOT_SUBSCHEMAS = frozenset({"const", "enum", "default", "examples", "required"})
+_MAX_SCHEMA_DEPTH = 64
+
+
+def bounded_schema(
+    schema: Mapping[str, Any],
+    *,
+    max_string: int = DEFAULT_SCHEMA_MAX_STRING,
+    max_items: int = DEFAULT_SCHEMA_MAX_ITEMS,
+) -> dict[str, Any]:
+    """A copy of ``schema`` where nothing is open-ended: every string without ``maxLength`` (and
+    without ``enum``/``const``/``pattern``/``format``, which bound or shape it already) gets
+    ``maxLength=max_string``, every array without ``maxItems`` gets ``maxItems=max_items``.
+
+    What the schema sets itself is kept. Turned into a grammar, the result can only produce
+    answers of bounded length, so generation ends by itself (see :func:`max_output_tokens`).
+    """
+
+    def walk(node: Any, depth: int) -> Any:
+        if depth > _MAX_SCHEMA_DEPTH:
+            raise ValueError(f"the output schema nests more than {_MAX_SCHEMA_DEPTH} levels deep")
+        if isinstance(node, list):
+            return [walk(v, depth + 1) for v in node]
+        if not isinstance(node, Mapping):
+            return node
+        out = {k: (v if k in _NOT_SUBSCHEMAS else walk(v, depth + 1)) for k, v in node.items()}
+        kind = node.get("type")
+        if kind == "string" and not any(k in node for k in ("maxLength", "enum", "const", "pattern", "format")):
+            out["maxLength"] = max(int(node.get("minLength", 0)), max_string)
+        elif kind == "array" and "maxItems" not in node and "prefixItems" not in node:
+            out["maxItems"] = max(int(node.get("minItems", 0)), max_items)
+        return out
+
+    if max_string < 1 or max_items < 1:
+        raise ValueError("max_string and max_items must be at least 1")
+    result: dict[str, Any] = walk(schema, 0)
+    return result
+
+
+# Longest JSON text of a primitive under llama.cpp's schema grammar (up to 16 integral and 16
+# decimal digits, sign, point, exponent; "false"), with its trailing optional space.
+_PRIMITIVE_CHARS = {"integer": 18, "number": 54, "boolean": 6, "null": 5}
+
+
+def max_output_tokens(schema: Mapping[str, Any]) -> int | None:
+    """An upper bound on the tokens of any answer a grammar built from ``schema`` allows, or
+    ``None`` when the schema leaves something open (a string without ``maxLength``, an array
+    without ``maxItems``, a free object, a recursive ``$ref``).
+
+    Counted in characters (a token is at least one character; an escaped character is counted
+    as two). With ``max_tokens`` at this bound, the token limit can never cut a
+    schema-constrained answer: the grammar ends it first.
+    """
+    defs: Mapping[str, Any] = {}
+    for key in ("$defs", "definitions"):
+        if isinstance(schema.get(key), Mapping):
+            defs = {**defs, **{f"#/{key}/{name}": value for name, value in schema[key].items()}}
+
+    def size(node: Any, seen: frozenset[str], depth: int) -> int | None:
+        if not isinstance(node, Mapping) or depth > _MAX_SCHEMA_DEPTH:
+            return None
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref in seen or ref not in defs:
+                return None
+            return size(defs[ref], seen | {ref}, depth + 1)
+        for key in ("anyOf", "oneOf"):
+            if isinstance(node.get(key), list):
+                options = [size(option, seen, depth + 1) for option in node[key]]
+                return None if not options or any(o is None for o in options) else max(o for o in options if o is not None)
+        if "const" in node:
+            return len(json.dumps(node["const"])) + 1
+        if isinstance(node.get("enum"), list):
+            return max((len(json.dumps(v)) + 1 for v in node["enum"]), default=None)
+        kind = node.get("type")
+        if isinstance(kind, list):
+            options = [size({**node, "type": k}, seen, depth + 1) for k in kind]
+            return None if any(o is None for o in options) else max(o for o in options if o is not None)
+        if kind == "string":
+            limit = node.get("maxLength")
+            return 2 * int(limit) + 3 if isinstance(limit, int) else None
+        if kind in _PRIMITIVE_CHARS:
+            return _PRIMITIVE_CHARS[kind]
+        if kind == "array":
+            limit, items = node.get("maxItems"), node.get("items")
+            if not isinstance(limit, int) or not isinstance(items, Mapping):
+                return None
+            item = size(items, seen, depth + 1)
+            return None if item is None else limit * (item + 2) + 3
+        if kind == "object" or "properties" in node:
+            properties = node.get("properties")
+            if not isinstance(properties, Mapping) or node.get("additionalProperties", False) not in (False, None):
+                return None
+            total = 3
+            for name, sub in properties.items():
+                value = size(sub, seen, depth + 1)
+                if value is None:
+                    return None
+                total += len(json.dumps(name)) + 4 + value
+            return total
+        return None
+
+    return size(schema, frozenset(), 0)
+
+
 def strict_json_gbnf(gbnf: str) -> str:
     """A JSON-schema grammar whose strings cannot contain raw control characters (as JSON requires)."""
     return _LOOSE_CHAR_RULE.sub(lambda _: _STRICT_CHAR_RULE, gbnf)
@@ -621,8 +743,21 @@ class LlamaCppChatModel(Reconstructible, BaseChatModel):
         else:
             suffix = None
             if options is not None and options.output_schema is not None:
-                kwargs["grammar"] = self._schema_grammar(options.output_schema)
+                # Bounded strings and arrays where the schema leaves them open, and (unless the
+                # caller set max_tokens) a token limit the grammar's longest answer fits in: a
+                # runaway field is closed by the grammar instead of cut by the limit.
+                schema = bounded_schema(
+                    options.output_schema, max_string=self.schema_max_string, max_items=self.schema_max_items
+                )
+                kwargs["grammar"] = self._schema_grammar(schema)
                 suffix = schema_instructions(options.output_schema)
+                fitted = max_output_tokens(schema)
+                defaults = self.default_options
+                explicit = (prompt.options is not None and prompt.options.max_tokens is not None) or (
+                    defaults is not None and defaults.max_tokens != DEFAULT_OPTIONS.max_tokens
+                )
+                if fitted is not None and not explicit:
+                    kwargs["max_tokens"] = fitted
             messages = to_llama_messages(prompt.messages, system_suffix=suffix)
         if not constrained and "repeat_penalty" not in kwargs:
             # Free text only: under a grammar the penalty would push the model off names it must
@@ -636,6 +771,11 @@ class LlamaCppChatModel(Reconstructible, BaseChatModel):
             kwargs["seed"] = self.seed
         kwargs["messages"] = messages
         return kwargs, forcing
+
+    schema_max_string: int = DEFAULT_SCHEMA_MAX_STRING
+    """Characters of a JSON string the output-schema grammar allows where the schema sets no ``maxLength``."""
+    schema_max_items: int = DEFAULT_SCHEMA_MAX_ITEMS
+    """Items of a JSON array the output-schema grammar allows where the schema sets no ``maxItems``."""
 
     def _json_grammar(self, schema: Mapping[str, Any]) -> Any:
         grammars = self._llama_cpp.llama_grammar
@@ -1006,6 +1146,8 @@ def _install_grammar_prefilter(model: LlamaCppChatModel, llama_cpp: Any) -> None
 __all__ = [
     "DEFAULT_OPTIONS",
     "DEFAULT_REPEAT_PENALTY",
+    "DEFAULT_SCHEMA_MAX_ITEMS",
+    "DEFAULT_SCHEMA_MAX_STRING",
     "FAMILY_TEMPLATES",
     "ChatTemplate",
     "ChatTemplateError",
@@ -1013,7 +1155,9 @@ __all__ = [
     "choose_chat_template",
     "model_family_format",
     "ToolForcing",
+    "bounded_schema",
     "completion_kwargs",
+    "max_output_tokens",
     "parse_tool_call",
     "schema_instructions",
     "strict_json_gbnf",

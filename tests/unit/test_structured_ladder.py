@@ -326,6 +326,26 @@ def test_validation_does_not_re_ask_for_a_cut_off_answer_and_reports_attempts() 
     assert "cut off by the token limit" in message
 
 
+def test_a_cut_answer_that_loops_says_more_tokens_would_not_help() -> None:
+    # Issue 27.2: a small model looped inside a string until max_tokens; "raise max_tokens" could not help.
+    looping = '{"name": "Lis;1;1;1;1;1;1;1;1;1;1;1;1'
+    client = _client(response(looping, "length"), max_tokens=384)
+    with pytest.raises(OutputConversionError) as info:
+        client.prompt("q").call().entity(City)
+    message = str(info.value)
+    assert "max_tokens=384" in message and "repeating ';1' over and over" in message
+    assert "would only repeat more" in message and "maxLength" in message
+    assert "raise max_tokens in ChatOptions" not in message
+    model = ScriptedChatModel([response(looping, "length"), CITY_JSON])
+    spec = ChatClient.create(model).prompt("q").advisors(StructuredOutputValidationAdvisor(City))
+    with pytest.raises(OutputConversionError, match=r"stopped early: .*while the model repeated ';1' over and over"):
+        spec.call().entity(City)
+    assert len(model.prompts) == 1  # a new attempt would loop the same way
+    # a cut answer that does not repeat itself keeps the old advice
+    with pytest.raises(OutputConversionError, match="raise max_tokens in ChatOptions"):
+        _client(response('{"name": "Lisbon is a city on the Tagus', "length")).prompt("q").call().entity(City)
+
+
 def test_validation_stops_on_the_same_invalid_answer_and_on_refusal() -> None:
     model = ScriptedChatModel(["nope", "nope", "nope", "nope"])
     spec = ChatClient.create(model).prompt("q").advisors(StructuredOutputValidationAdvisor(City))
