@@ -430,3 +430,145 @@ def test_an_unknown_switch_value_fails_at_construction(monkeypatch: pytest.Monke
     monkeypatch.setenv(LANE_ENV, "maybe")
     with pytest.raises(ValueError, match=LANE_ENV):
         OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
+
+
+# -- 9. streams over the lane ---------------------------------------------------------------------
+
+from chatclient.errors import RateLimitError  # noqa: E402
+from chatclient.models.anthropic import AnthropicChatModel  # noqa: E402
+from chatclient.models.ollama import OllamaChatModel  # noqa: E402
+from chatclient.models.openai import OpenAIChatModel as _OpenAI  # noqa: E402
+from tests.support import server_fixtures  # noqa: E402
+from tests.support.loopback import (  # noqa: E402
+    NDJSON,
+    SSE,
+    LoopbackServer,
+    RawStream,
+    Reply,
+    anthropic_stream,
+    ollama_stream,
+    openai_stream,
+)
+
+loopback_server, server = server_fixtures()
+
+# (model factory, path, stream action) for each provider's stream format
+FORMATS: dict[str, tuple[Callable[[str, dict[str, Any]], Any], str, Callable[[list[str]], Any]]] = {
+    "openai-sse": (
+        lambda url, kw: _OpenAI("gpt-test", base_url=url + "/v1", api_key=KEY, **kw),
+        "/v1/chat/completions",
+        lambda pieces: SSE(openai_stream(pieces), split=(7, 1, 30)),
+    ),
+    "anthropic-sse": (
+        lambda url, kw: AnthropicChatModel("claude-test", base_url=url, api_key=KEY, **kw),
+        "/v1/messages",
+        lambda pieces: SSE(anthropic_stream(pieces), done=False, split=(7, 1, 30)),
+    ),
+    "ollama-ndjson": (
+        lambda url, kw: OllamaChatModel("llama-test", base_url=url, **kw),
+        "/api/chat",
+        lambda pieces: NDJSON(ollama_stream(pieces), split=(7, 1, 30)),
+    ),
+}
+
+
+def stream_text(model: Any, face: str, times: int = 1) -> list[str]:
+    """The streamed text of ``times`` streams of one model (async: on one loop), then the model closed."""
+    prompt = Prompt("hi")
+    if face == "sync":
+        with model:
+            return ["".join(c.result.output.text or "" for c in model.stream(prompt) if c.result) for _ in range(times)]
+
+    async def main() -> list[str]:
+        async with model:
+            out = []
+            for _ in range(times):
+                out.append("".join([c.result.output.text or "" async for c in model.astream(prompt) if c.result]))
+            return out
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_stream_format_takes_the_lane_and_pools_its_connection(
+    server: LoopbackServer, lane_calls: list[str], face: str, fmt: str
+) -> None:
+    make, path, action = FORMATS[fmt]
+    server.set_default(path, action(["Hel", "lo ", "wörld"]))
+    assert stream_text(make(server.url, {"max_retries": 0}), face, times=3) == ["Hello wörld"] * 3
+    assert lane_calls == ["lane"] * 3
+    if fmt != "anthropic-sse":
+        assert len({r.client_port for r in server.requests_to(path)}) == 1  # drained and reused
+    # (AnthropicChatModel's pause_turn wrapper returns from its inner stream at the finishing chunk,
+    # so the inner stream never reaches its drain: the connection is released when that generator
+    # is collected, and an async one then is not reused by the next stream.)
+
+
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_error_status_before_the_first_chunk_is_retried_on_the_lane(
+    server: LoopbackServer, lane_calls: list[str], face: str, fmt: str
+) -> None:
+    make, path, action = FORMATS[fmt]
+    server.script(path, Reply(503, json={"error": {"message": "busy"}}), action(["ok"]))
+    model = make(server.url, {"max_retries": 1, "backoff_base": 0.001})
+    assert stream_text(model, face) == ["ok"]
+    assert lane_calls == ["lane"] * 2
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_rate_limit_on_a_stream_is_typed_on_the_lane(server: LoopbackServer, face: str) -> None:
+    make, path, _ = FORMATS["openai-sse"]
+    server.script(path, Reply(429, json={"error": {"message": "slow down"}}, headers={"retry-after": "0"}))
+    with pytest.raises(RateLimitError):
+        stream_text(make(server.url, {"max_retries": 0}), face)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_line_over_the_limit_is_a_response_error_on_the_lane(server: LoopbackServer, face: str) -> None:
+    from chatclient.models.http import ResponseLimits
+
+    make, path, _ = FORMATS["openai-sse"]
+    server.script(path, SSE(openai_stream(["x" * 5000])))
+    model = make(server.url, {"max_retries": 0, "response_limits": ResponseLimits(max_line_bytes=1024)})
+    with pytest.raises(ModelResponseError, match="longer than 1024 bytes"):
+        stream_text(model, face)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_stream_held_open_after_its_end_marker_ends_at_once(server: LoopbackServer, face: str) -> None:
+    make, path, _ = FORMATS["openai-sse"]
+    frames = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in openai_stream(["held"])] + [b"data: [DONE]\n\n"]
+    server.script(path, RawStream(frames, keepalive=0.02, hold=10.0))
+    start = time.monotonic()
+    assert stream_text(make(server.url, {"max_retries": 0}), face) == ["held"]
+    assert time.monotonic() - start < 2.0  # the drain gave up after its grace period; no 10 s wait
+
+
+def test_cancelling_an_async_stream_closes_its_socket_at_once(server: LoopbackServer, lane_calls: list[str]) -> None:
+    make, path, _ = FORMATS["openai-sse"]
+    # Two events, then keep-alive comments every 50 ms and no end: the server notices a closed
+    # client at its next write.
+    frames = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in openai_stream(["a", "b"])[:2]]
+    server.script(path, RawStream(frames, keepalive=0.05, hold=10.0))
+    model = make(server.url, {"max_retries": 0})
+
+    async def main() -> bool:
+        async with model:
+            stream = model.astream(Prompt("hi"))
+            while True:  # read up to the stall: the first read that has not finished after 0.2 s
+                task = asyncio.create_task(stream.__anext__())
+                done, _ = await asyncio.wait({task}, timeout=0.2)
+                if not done:
+                    break
+                assert task.result().result is not None
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await stream.aclose()
+            # Still inside the model's lifetime: the cancelled stream's own socket is already gone.
+            return await asyncio.to_thread(server.wait_for_open_connections, 0, 1.0)
+
+    assert asyncio.run(main())
+    assert lane_calls == ["lane"]
