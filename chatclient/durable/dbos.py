@@ -6,7 +6,10 @@ results DBOS records in its database:
 
 * every model call of an ``agent(...)`` or ``service_agent(...)`` (the response is recorded),
 * every tool call those agents make (the tool's result is recorded),
-* every ``@agent_function`` invocation (its output and the scope values it wrote).
+* every ``@agent_function`` invocation (its output and the scope values it wrote),
+* every decision of a ``ToolApprovalAdvisor(callback=...)`` (the decision is recorded, so a
+  recovered run never asks a person twice); retries happen inside a step (the model's own policy),
+  so a step records one final answer.
 
 When the process dies (even by ``kill -9``), a new process that constructs ``DBOS`` on the same
 database, calls ``durable(...)`` with the same name and then ``DBOS.launch()`` recovers the run:
@@ -34,6 +37,7 @@ workflow they behave as before.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -93,6 +97,12 @@ class _StepTool:
         self.inner = inner
         self.timeout = getattr(inner, "timeout", None)
 
+    def __getattr__(self, name: str) -> Any:
+        # Everything else the tool machinery reads (requires_approval, is_async, ...) is the tool's own.
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     @property
     def definition(self) -> Any:
         return self.inner.definition
@@ -108,10 +118,36 @@ class _StepTool:
         return await asyncio.to_thread(self.call, arguments, context)
 
 
+class _StepApproval:
+    """A tool-approval callback whose decision is a DBOS step: a recovered run never asks twice."""
+
+    def __init__(self, callback: Callable[[Any], Any]) -> None:
+        self.callback = callback
+
+    def _decide(self, call: Any) -> Any:
+        from chatclient.models.base import run_sync
+
+        value = self.callback(call)
+        return run_sync(value) if inspect.isawaitable(value) else value
+
+    def __call__(self, call: Any) -> Any:
+        return _step(f"approval:{call.name}", self._decide, call)
+
+
+def _durable_approvals(advisors: Any) -> None:
+    from chatclient.tools.approval import ToolApprovalAdvisor
+
+    for advisor in advisors:
+        if isinstance(advisor, ToolApprovalAdvisor) and advisor.callback is not None:
+            if not isinstance(advisor.callback, _StepApproval):
+                advisor.callback = _StepApproval(advisor.callback)
+
+
 def _durable_client(client: ChatClient) -> ChatClient:
     if isinstance(client.model, _StepModel):
         return client
     defaults = client._defaults.copy()
+    _durable_approvals(defaults.advisors)
     if defaults.tools:
         from chatclient.tools.decorator import resolve_tools
 
@@ -153,6 +189,7 @@ def _prepare(agent: Agent, seen: set[int]) -> None:
         )
     if isinstance(agent, LlmAgent):
         agent.client = _durable_client(agent.client)
+        _durable_approvals(agent.advisors)
         if agent.tools:
             from chatclient.tools.decorator import resolve_tools
 

@@ -5,7 +5,8 @@
 It starts the run named WORKFLOW_ID (or, when DBOS finds it pending in DB_URL after a crash,
 recovers it) and prints ``OUTPUT <json>`` when the run is done. The workflow: an agent writes an
 outline (one model call), an ``@agent_function`` notes it in SIDE_EFFECTS_FILE, an agent writes the
-report calling the tool ``stamp`` (which also appends to SIDE_EFFECTS_FILE) on the way.
+report calling the tool ``stamp`` (which also appends to SIDE_EFFECTS_FILE) on the way, after a
+person (a callback that appends to the file too) approved the call.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from dbos import DBOS, SetWorkflowID  # noqa: E402
 
+from advisors import ApprovalDecision, ToolApprovalAdvisor  # noqa: E402
 from chatclient import ChatClient  # noqa: E402
 from chatclient.agents import agent, agent_function, sequence  # noqa: E402
 from chatclient.durable.dbos import durable  # noqa: E402
@@ -34,7 +36,11 @@ def main() -> None:
         with effects.open("a", encoding="utf-8") as f:
             f.write(what + "\n")
 
-    @tool(description="Stamp the report as reviewed; returns the stamp.")
+    def approve(call: object) -> ApprovalDecision:
+        record(f"approved {getattr(call, 'name', '?')}")  # a person was asked
+        return ApprovalDecision.approve()
+
+    @tool(description="Stamp the report as reviewed; returns the stamp.", requires_approval=True)
     def stamp(reviewer: str) -> str:
         record(f"tool stamp {reviewer}")
         return f"reviewed by {reviewer}"
@@ -49,7 +55,14 @@ def main() -> None:
     workflow = sequence(
         agent(client, name="outline", user="Outline {{ topic }}", output_key="outline"),
         save_note,
-        agent(client, name="write", user="Write from {{ outline }}", output_key="report", tools=[stamp]),
+        agent(
+            client,
+            name="write",
+            user="Write from {{ outline }}",
+            output_key="report",
+            tools=[stamp],
+            advisors=[ToolApprovalAdvisor(callback=approve)],
+        ),
         name="report",
         output_key="final",
     )

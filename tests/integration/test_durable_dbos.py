@@ -85,7 +85,7 @@ def crash_and_recover(db_url: str, tmp_path: Path) -> None:
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=30)
         assert first.returncode == -signal.SIGKILL
-        assert effects.read_text().splitlines() == ["note 1. why 2. how", "tool stamp ada"]
+        assert effects.read_text().splitlines() == ["note 1. why 2. how", "approved stamp", "tool stamp ada"]
 
         second = start(db_url, server.url + "/v1", workflow_id, effects)
         out, err = second.communicate(timeout=180)
@@ -93,10 +93,10 @@ def crash_and_recover(db_url: str, tmp_path: Path) -> None:
         line = next(x for x in out.splitlines() if x.startswith("OUTPUT "))
         assert json.loads(line[len("OUTPUT ") :]) == "Report: durable agents work."
         # completed steps answered from DBOS's record: neither the first model calls nor the
-        # function agent nor the tool ran again; only the call that was in flight was repeated
+        # function agent nor the approval nor the tool ran again; only the call in flight was repeated
         assert model.count("outline") == 1 and model.count("write-asks-tool") == 1
         assert model.count("write-final") == 2
-        assert effects.read_text().splitlines() == ["note 1. why 2. how", "tool stamp ada"]
+        assert effects.read_text().splitlines() == ["note 1. why 2. how", "approved stamp", "tool stamp ada"]
 
 
 def test_sigkilled_run_recovers_on_sqlite(tmp_path: Path) -> None:
