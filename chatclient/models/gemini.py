@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -750,9 +751,18 @@ class GeminiChatModel(HTTPChatModel):
         if schema_field not in ("responseSchema", "responseJsonSchema"):
             raise ValueError("schema_field must be 'responseSchema' or 'responseJsonSchema'")
         url = env_or(base_url, "GEMINI_BASE_URL") or DEFAULT_BASE_URL
-        env_var = "GEMINI_API_KEY" if api_key is not None or "GEMINI_API_KEY" in _environ() else "GOOGLE_API_KEY"
+        # GEMINI_API_KEY first, GOOGLE_API_KEY when only that one is set (Google's SDKs read both).
+        env_var = (
+            "GOOGLE_API_KEY"
+            if not os.environ.get("GEMINI_API_KEY") and os.environ.get("GOOGLE_API_KEY")
+            else "GEMINI_API_KEY"
+        )
         key, credential = resolve_api_key(
-            api_key, env_var, provider="Gemini", required=url.rstrip("/") == DEFAULT_BASE_URL
+            api_key,
+            env_var,
+            provider="Gemini",
+            required=url.rstrip("/") == DEFAULT_BASE_URL,
+            where=" (GEMINI_API_KEY or GOOGLE_API_KEY)",
         )
         all_headers = dict(headers or {})
         if key:
@@ -892,9 +902,3 @@ class GeminiChatModel(HTTPChatModel):
             return self._total(await self._http.apost(self._path(prompt, "countTokens"), self._count_body(prompt)))
         except ModelHTTPError as exc:
             raise self._retyped(exc) from None
-
-
-def _environ() -> Mapping[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k in ("GEMINI_API_KEY", "GOOGLE_API_KEY") and v}

@@ -314,10 +314,12 @@ def test_schema_conversion_inlines_refs_and_refuses_recursion() -> None:
 def test_a_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    with pytest.raises(ValueError, match="GOOGLE_API_KEY"):
+    with pytest.raises(ValueError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
         GeminiChatModel("gemini-2.5-flash")
-    monkeypatch.setenv("GOOGLE_API_KEY", "AIzaSyFromEnv-0123456789")
-    assert GeminiChatModel("gemini-2.5-flash") is not None
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIzaSyFromGoogleEnv-0123456789")
+    assert GeminiChatModel("gemini-2.5-flash")._http._headers["x-goog-api-key"] == "AIzaSyFromGoogleEnv-0123456789"
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaSyFromGeminiEnv-0123456789")
+    assert GeminiChatModel("gemini-2.5-flash")._http._headers["x-goog-api-key"] == "AIzaSyFromGeminiEnv-0123456789"
 
 
 def test_the_model_pickles(server: LoopbackServer) -> None:
