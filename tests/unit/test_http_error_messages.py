@@ -109,3 +109,54 @@ def test_non_json_and_hostile_bodies_still_give_a_typed_error() -> None:
     for body in ("<html>bad gateway</html>", "", deep, '{"error": {"message": 42, "code": {"x": 1}}}'):
         err = error_for_status("OpenAI", 502, body)
         assert isinstance(err, ModelHTTPError) and err.status == 502
+
+
+# -- a server that speaks a vendor's API is named by its address (issue 27, item 5) ----------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "base_url", "expected"),
+    [
+        ("OpenAI", "https://api.openai.com/v1", "OpenAI"),
+        ("OpenAI", "https://eu.api.openai.com/v1", "OpenAI"),  # a vendor subdomain is still the vendor
+        ("OpenAI", "http://127.0.0.1:8080/v1", "the server at 127.0.0.1:8080 (OpenAI API)"),
+        ("OpenAI", "https://openrouter.ai/api/v1", "the server at openrouter.ai:443 (OpenAI API)"),
+        (
+            "OpenAI",
+            "https://api.openai.com.evil.example/v1",
+            "the server at api.openai.com.evil.example:443 (OpenAI API)",
+        ),
+        ("Anthropic", "https://api.anthropic.com", "Anthropic"),
+        ("Anthropic", "http://localhost:4000", "the server at localhost:4000 (Anthropic API)"),
+        ("Ollama", "http://gpu-box:11434", "Ollama"),  # Ollama is the server itself, wherever it runs
+        ("OpenAI moderation", "http://10.0.0.5/v1", "the server at 10.0.0.5:80 (OpenAI moderation API)"),
+    ],
+)
+def test_errors_name_the_server_unless_it_is_the_vendors(provider: str, base_url: str, expected: str) -> None:
+    from chatclient.models.http.error_mapping import server_label
+
+    assert server_label(provider, base_url) == expected
+
+
+def test_an_openai_compatible_server_is_not_called_openai_in_its_errors(server: LoopbackServer) -> None:
+    host_port = server.url.removeprefix("http://")
+    server.set_default("/v1/chat/completions", Reply(404, json={"error": {"message": "no such model"}}))
+    model = OpenAIChatModel("m", api_key=KEY, base_url=server.url + "/v1", max_retries=0)
+    with model, pytest.raises(ModelHTTPError) as info:
+        model.call(Prompt("x"))
+    message = str(info.value)
+    assert message.startswith(f"the server at {host_port} (OpenAI API) returned HTTP 404")
+    assert "OpenAI returned" not in message
+    port = free_port()
+    refused = OpenAIChatModel("m", api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    with refused, pytest.raises(ModelConnectionError) as info:
+        refused.call(Prompt("x"))
+    assert str(info.value).startswith(f"could not connect to the server at 127.0.0.1:{port} (OpenAI API) (")
+
+
+def test_the_vendor_itself_is_named_by_its_name() -> None:
+    from chatclient.models.http import HTTPTransport
+
+    transport = HTTPTransport(provider="OpenAI", base_url="https://api.openai.com/v1")
+    assert transport.server == "OpenAI"
+    assert HTTPTransport(provider="OpenAI", base_url="http://127.0.0.1:1/v1", vendor_hosts=()).server == "OpenAI"
