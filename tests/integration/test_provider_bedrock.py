@@ -406,3 +406,37 @@ def test_count_tokens(server: LoopbackServer) -> None:
     server.script(path, Reply(json={"tokens": "many"}))
     with make_model(server) as model, pytest.raises(ModelResponseError, match="without a token count"):
         model.count_tokens(prompt)
+
+
+def test_entity_through_the_forced_answer_tool(server: LoopbackServer) -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        country: str
+
+    answer = {
+        "output": {
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "toolUse": {
+                            "toolUseId": "tooluse_answer01",
+                            "name": "structured_answer",
+                            "input": {"name": "Paris", "country": "France"},
+                        }
+                    }
+                ],
+            }
+        },
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 300, "outputTokens": 20, "totalTokens": 320},
+    }
+    server.script(CALL, Reply(json=answer))
+    with make_model(server) as model:
+        city = ChatClient.create(model).prompt("Capital of France?").call().entity(City)
+    assert city == City(name="Paris", country="France")
+    tool_config = server.requests_to(CALL)[0].body["toolConfig"]
+    assert tool_config["toolChoice"] == {"tool": {"name": "structured_answer"}}
+    assert tool_config["tools"][0]["toolSpec"]["name"] == "structured_answer"
