@@ -41,6 +41,10 @@ MAX_EVENTS = 10_000
 MAX_TURNS = 20
 """Most input-required rounds one call answers with a ``responder`` before giving up."""
 
+CANCEL_TIMEOUT = 5.0
+"""Seconds a cancelled call waits for the remote agent to accept the cancellation of its task."""
+
+_RUNNING = {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
 _END_STATES = {
     "TASK_STATE_FAILED": "failed",
     "TASK_STATE_REJECTED": "rejected",
@@ -350,6 +354,11 @@ class A2AAgent(Agent):
                                 context_id=answer.context_id or None,
                             )
                         self._fold(answer, event, emit, emitted)
+                except BaseException:
+                    # Cancelled here (a closed stream, a timeout) or cut off: stop the remote task too.
+                    if answer.task_id and answer.state in _RUNNING:
+                        await _cancel_remote(client, answer.task_id)
+                    raise
                 finally:
                     await client.close()
 
@@ -435,6 +444,15 @@ class A2AAgent(Agent):
                 task_id=answer.task_id or None,
                 context_id=answer.context_id or None,
             )
+
+
+async def _cancel_remote(client: Any, task_id: str) -> None:
+    """Ask the remote agent to cancel ``task_id``; best effort, within ``CANCEL_TIMEOUT`` seconds."""
+    try:
+        async with asyncio.timeout(CANCEL_TIMEOUT):
+            await client.cancel_task(sdk().types.CancelTaskRequest(id=task_id))
+    except Exception:  # the task may have ended meanwhile, or the agent be gone: the original error counts
+        pass
 
 
 def _template_variables(text: str) -> frozenset[str]:

@@ -77,12 +77,19 @@ class _AgentExecutor:
                 loop.call_soon_threadsafe(deltas.put_nowait, event.text)
 
         agent = self.agent
-        waiting = self._waiting.pop(task_id, None)
+        # Conversations belong to the caller the server's authentication names (one anonymous caller
+        # without authentication): a context id sent by someone else does not reach them.
+        try:
+            owner = str(context.call_context.user.user_name)
+        except Exception:  # no call context (a direct executor call)
+            owner = ""
+        context_key, task_key = f"{owner}\x00{context_id}", f"{owner}\x00{task_id}"
+        waiting = self._waiting.pop(task_key, None)
         if waiting is not None:
             run = agent._resume_run(waiting, text, None, None, True)
             run.emit, run.streaming = emit, True
         else:
-            inputs = dict(self._contexts.get(context_id, {}))
+            inputs = dict(self._contexts.get(context_key, {}))
             inputs[self.input_key] = text
             run = agent._prepare(inputs, None, None, None, None, emit, True)
         artifact_id = uuid.uuid4().hex
@@ -108,10 +115,10 @@ class _AgentExecutor:
             raise
         await _finish(forwarder, deltas, loop)
         if result.suspended is not None:
-            self._remember(self._waiting, task_id, result.scope)
+            self._remember(self._waiting, task_key, result.scope)
             await updater.requires_input(updater.new_agent_message([types.Part(text=result.suspended.question)]))
             return
-        self._remember(self._contexts, context_id, dict(result.scope.state))
+        self._remember(self._contexts, context_key, dict(result.scope.state))
         answer = output_text(result.output)
         if "".join(streamed) != answer:  # nothing streamed, or the workflow's output is not its last text
             await updater.add_artifact(
@@ -123,7 +130,8 @@ class _AgentExecutor:
         from a2a.server.tasks import TaskUpdater
 
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        self._waiting.pop(context.task_id, None)
+        for key in [k for k in self._waiting if k.endswith(f"\x00{context.task_id}")]:
+            self._waiting.pop(key, None)
         await updater.cancel()
 
 

@@ -32,14 +32,16 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes  #
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater  # noqa: E402
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Task, TaskState, TaskStatus  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
-from starlette.requests import Request  # noqa: E402
+from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser  # noqa: E402
+from starlette.middleware.authentication import AuthenticationMiddleware  # noqa: E402
+from starlette.requests import HTTPConnection, Request  # noqa: E402
 from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from chatclient import ChatClient  # noqa: E402
 from chatclient.a2a import a2a_agent, a2a_app, serve_a2a  # noqa: E402
 from chatclient.agents import AgenticScope, agent, agent_function, human_input, loop, sequence  # noqa: E402
-from chatclient.agents.base import AgentFinished, AgentStarted  # noqa: E402
+from chatclient.agents.base import Agent, AgentFinished, AgentStarted, Step  # noqa: E402
 from chatclient.errors import A2AError, AgentExecutionError  # noqa: E402
 from chatclient.events import TextDelta  # noqa: E402
 from chatclient.testing import ScriptedChatModel  # noqa: E402
@@ -254,6 +256,44 @@ def test_a_remote_failure_is_a_typed_error(mode: str) -> None:
         assert wrapped.value.agent_name == "broken" and isinstance(wrapped.value.cause, A2AError)
 
 
+class Ticker(Agent):
+    """Streams one delta, then waits until cancelled (and says so)."""
+
+    def __init__(self, cancelled: threading.Event) -> None:
+        self.name, self.description, self.output_key = "ticker", "ticks, then waits", None
+        self.cancelled = cancelled
+
+    def input_names(self) -> tuple[str, ...]:
+        return ("request",)
+
+    async def _ainvoke(self, step: Step) -> Any:
+        if step.run.emit is not None:
+            step.run.emit(TextDelta("tick"))
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return "late"
+
+
+def test_closing_the_local_stream_cancels_the_remote_task() -> None:
+    cancelled = threading.Event()
+    with serve_a2a(Ticker(cancelled)) as server:
+        remote = a2a_agent(server.url)
+
+        async def first_delta_then_close() -> str:
+            stream = remote.astream(request="go")
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    await stream.aclose()  # the remote task's id came before its first delta
+                    return event.text
+            raise AssertionError("no delta arrived")
+
+        assert asyncio.run(first_delta_then_close()) == "tick"
+        assert cancelled.wait(10), "the remote agent was not cancelled"
+
+
 def test_a_remote_human_input_suspends_here_and_resumes_there(mode: str) -> None:
     @agent_function(output_key="booking")
     def book(city: str) -> str:
@@ -296,6 +336,26 @@ def test_a2a_app_mounts_in_any_asgi_server() -> None:
         remote = a2a_agent(url)
         assert (remote.name, remote.description) == ("mounted", "Mounted by hand")
         assert remote.run(request="mounted").output == "MOUNTED (turn 1)"
+
+
+class HeaderAuth(AuthenticationBackend):
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser] | None:
+        name = conn.headers.get("x-user")
+        return (AuthCredentials(["a2a"]), SimpleUser(name)) if name else None
+
+
+def test_conversations_belong_to_the_authenticated_caller() -> None:
+    def make_app(url: str) -> Any:
+        return AuthenticationMiddleware(a2a_app(SHOUTER, url=url), backend=HeaderAuth())
+
+    with running(make_app) as url:
+        alice = a2a_agent(url, headers={"X-User": "alice"})
+        mallory = a2a_agent(url, headers={"X-User": "mallory"})
+        first = alice.run(request="hi")
+        context_id = first.scope.read("shouter_context_id")
+        # Another caller sending alice's context id starts from nothing, not from her conversation.
+        assert mallory.run(request="peek", shouter_context_id=context_id).output == "PEEK (turn 1)"
+        assert alice.run(request="again", shouter_context_id=context_id).output == "AGAIN (turn 2)"
 
 
 def test_the_server_refuses_an_oversized_request(shouter: str) -> None:
