@@ -138,9 +138,9 @@ def _durable_approvals(advisors: Any) -> None:
     from chatclient.tools.approval import ToolApprovalAdvisor
 
     for advisor in advisors:
-        if isinstance(advisor, ToolApprovalAdvisor) and advisor.callback is not None:
-            if not isinstance(advisor.callback, _StepApproval):
-                advisor.callback = _StepApproval(advisor.callback)
+        callback = getattr(advisor, "callback", None) if isinstance(advisor, ToolApprovalAdvisor) else None
+        if callback is not None and not isinstance(callback, _StepApproval):
+            advisor.callback = _StepApproval(callback)
 
 
 def _durable_client(client: ChatClient) -> ChatClient:
