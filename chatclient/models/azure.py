@@ -165,6 +165,7 @@ class AzureOpenAIChatModel(OpenAIChatModel):
 
     provider = "Azure OpenAI"
     vendor_hosts = ("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com")
+    otel_provider = "azure.ai.openai"  # gen_ai.provider.name in OpenTelemetry spans (semantic conventions)
 
     def __init__(
         self,

@@ -579,6 +579,7 @@ class BedrockChatModel(HTTPChatModel):
 
     provider = "Bedrock"
     vendor_hosts = ("amazonaws.com", "amazonaws.com.cn")
+    otel_provider = "aws.bedrock"  # gen_ai.provider.name in OpenTelemetry spans (semantic conventions)
 
     def __init__(
         self,

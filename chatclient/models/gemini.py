@@ -726,6 +726,7 @@ class GeminiChatModel(HTTPChatModel):
 
     provider = "Gemini"
     vendor_hosts = ("generativelanguage.googleapis.com",)
+    otel_provider = "gcp.gemini"  # gen_ai.provider.name in OpenTelemetry spans (semantic conventions)
 
     def __init__(
         self,

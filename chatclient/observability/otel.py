@@ -274,6 +274,13 @@ def _output_json(cr: Any) -> str:
     return json.dumps(out, ensure_ascii=False)
 
 
+def _provider_name(model: Any) -> str | None:
+    """``gen_ai.provider.name``: the model's semantic-convention name (``otel_provider``, e.g.
+    ``aws.bedrock``), else its ``provider`` in lower case."""
+    name = getattr(model, "otel_provider", None) or getattr(model, "provider", None)
+    return name.lower() if isinstance(name, str) and name else None
+
+
 def _model_name(request: Any, model: Any) -> str | None:
     options = getattr(getattr(request, "prompt", None), "options", None)
     name = getattr(options, "model", None)
@@ -366,9 +373,9 @@ class OpenTelemetryObserver:
         model_name = _model_name(request, model)
         attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "chatclient.mode": mode}
         metric_attrs: dict[str, Any] = {"gen_ai.operation.name": "chat"}
-        provider = getattr(model, "provider", None)
-        if isinstance(provider, str) and provider:
-            attrs["gen_ai.provider.name"] = metric_attrs["gen_ai.provider.name"] = provider.lower()
+        provider = _provider_name(model)
+        if provider:
+            attrs["gen_ai.provider.name"] = metric_attrs["gen_ai.provider.name"] = provider
         if model_name:
             attrs["gen_ai.request.model"] = metric_attrs["gen_ai.request.model"] = model_name
         host, port = _server(model)
@@ -458,9 +465,9 @@ class OpenTelemetryObserver:
             "gen_ai.request.model": model_name,
             "chatclient.embeddings.input_count": count,
         }
-        provider = getattr(model, "provider", None)
-        if isinstance(provider, str) and provider:
-            attrs["gen_ai.provider.name"] = provider.lower()
+        provider = _provider_name(model)
+        if provider:
+            attrs["gen_ai.provider.name"] = provider
         return self._start("embedding", None, f"embeddings {model_name}", SpanKind.CLIENT, attrs, make_current=True)
 
     def start_retrieval(self, store: Any, request: Any) -> _SpanObservation:
