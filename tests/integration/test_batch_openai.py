@@ -196,3 +196,17 @@ def test_http_failure_is_typed_and_never_shows_the_key(server: LoopbackServer) -
     with pytest.raises(AuthenticationError) as info:
         OpenAIBatch(model(server)).submit([c.prompt("a")])
     assert KEY not in str(info.value)
+
+
+def test_results_files_are_bounded_and_must_be_json(server: LoopbackServer) -> None:
+    fake = FakeOpenAIBatches(server)
+    c = client(server)
+    job = OpenAIBatch(model(server), max_download_bytes=200).submit([c.prompt("a"), c.prompt("b")])
+    job.wait(poll_interval=0.01, progress=False)
+    with pytest.raises(BatchError, match="larger than 200 bytes"):
+        job.results()
+    # a torn or foreign results file names the line
+    out_id = fake.jobs[job.parts[0]]["output_file_id"]
+    server.set_default(f"/v1/files/{out_id}/content", Reply(200, body=b'{"custom_id": "item-0"}\nnot json\n'))
+    with pytest.raises(BatchError, match="line 2"):
+        OpenAIBatch(model(server)).attach(job.id).results()

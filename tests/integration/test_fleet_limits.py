@@ -181,3 +181,18 @@ def test_budget_advisor_stops_every_client_sharing_it() -> None:
             clients[used % 2 - 1].prompt("hello there").call().content()
     finally:
         Budget(redis_url=REDIS, namespace=namespace).reset()
+
+
+def test_tokens_per_minute_are_shared_and_corrected() -> None:
+    key = f"tokens-{uuid.uuid4().hex}"
+    one = RateLimiter(tokens_per_minute=60_000, redis_url=REDIS, key=key)  # 1,000 tokens a second
+    two = pickle.loads(pickle.dumps(one))  # another process's copy
+    assert one.acquire(500) < 0.1
+    start = time.monotonic()
+    two.acquire(500)  # waits for the first call's 500 tokens: about half a second
+    waited = time.monotonic() - start
+    assert 0.3 < waited < 1.5, waited
+    one.settle(500, 100)  # the call used far fewer tokens than estimated: refunded for everyone
+    start = time.monotonic()
+    two.acquire(100)
+    assert time.monotonic() - start < 0.45
