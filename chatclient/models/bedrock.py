@@ -50,6 +50,7 @@ from chatclient.messages import (
     Reasoning,
     SystemMessage,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
@@ -198,14 +199,21 @@ def _stored_content(m: AssistantMessage) -> list[dict[str, Any]] | None:
     return [dict(b) for b in stored]
 
 
-def _tool_result(data: str, call_id: str, is_error: bool) -> dict[str, Any]:
+def _tool_result(r: ToolResponse) -> dict[str, Any]:
+    data = r.response_data
     try:
         value = jsonsafe.loads(data) if data.strip().startswith("{") else None
     except ValueError:
         value = None
-    content = [{"json": value}] if isinstance(value, dict) else [{"text": data or "(empty)"}]
-    result: dict[str, Any] = {"toolUseId": call_id, "content": content}
-    if is_error:
+    content: list[dict[str, Any]] = []
+    if isinstance(value, dict):
+        content.append({"json": value})
+    elif data or not r.media:
+        content.append({"text": data or "(empty)"})
+    # Images and documents a tool returned go inside its result, as Converse allows.
+    content.extend(_media_block(media, n) for n, media in enumerate(r.media, 1))
+    result: dict[str, Any] = {"toolUseId": r.id, "content": content}
+    if r.is_error:
         result["status"] = "error"
     return {"toolResult": result}
 
@@ -225,7 +233,7 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
         blocks.extend({"toolUse": {"toolUseId": c.id, "name": c.name, "input": _tool_input(c)}} for c in m.tool_calls)
         return "assistant", blocks
     if isinstance(m, ToolResponseMessage):
-        return "user", [_tool_result(r.response_data, r.id, r.is_error) for r in m.responses]
+        return "user", [_tool_result(r) for r in m.responses]
     raise TypeError(f"unsupported message type {type(m).__name__}")  # pragma: no cover
 
 

@@ -79,6 +79,7 @@ from chatclient.models.http import (
     resolve_api_key,
 )
 from chatclient.models.sse import SSEDecoder
+from chatclient.models.tool_media import media_note, tool_text
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -306,9 +307,13 @@ def gemini_contents(messages: Sequence[Message]) -> tuple[dict[str, Any] | None,
         elif isinstance(m, ToolResponseMessage):
             role = "user"
             parts = [
-                _response_part(r.name, r.id if r.id in native_ids else None, r.response_data, r.is_error)
+                _response_part(r.name, r.id if r.id in native_ids else None, tool_text(r), r.is_error)
                 for r in m.responses
             ]
+            media = [media for r in m.responses for media in r.media]
+            if media:
+                # Media a tool returned follow its function responses in the same user turn.
+                parts += [{"text": media_note(m.responses)}, *(_media_part(x) for x in media)]
         else:  # pragma: no cover - Prompt validates message types
             raise TypeError(f"unsupported message type {type(m).__name__}")
         if not parts:

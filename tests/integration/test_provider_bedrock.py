@@ -440,3 +440,26 @@ def test_entity_through_the_forced_answer_tool(server: LoopbackServer) -> None:
     tool_config = server.requests_to(CALL)[0].body["toolConfig"]
     assert tool_config["toolChoice"] == {"tool": {"name": "structured_answer"}}
     assert tool_config["tools"][0]["toolSpec"]["name"] == "structured_answer"
+
+
+def test_media_a_tool_returned_go_inside_its_result() -> None:
+    result = ToolResponse("t1", "chart", "", media=(Media("image/png", b"\x89PNG"), Media("application/pdf", b"%PDF")))
+    prompt = Prompt(
+        [
+            UserMessage("Plot it"),
+            AssistantMessage(None, (ToolCall("t1", "chart", "{}"),)),
+            ToolResponseMessage((result,)),
+        ]
+    )
+    content = build_converse_body(prompt, ChatOptions())["messages"][2]["content"]
+    assert content == [
+        {
+            "toolResult": {
+                "toolUseId": "t1",
+                "content": [
+                    {"image": {"format": "png", "source": {"bytes": "iVBORw=="}}},
+                    {"document": {"format": "pdf", "name": "document-2", "source": {"bytes": "JVBERg=="}}},
+                ],
+            }
+        }
+    ]

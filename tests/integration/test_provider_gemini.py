@@ -343,3 +343,22 @@ def test_an_overloaded_error_event_before_any_chunk_is_retried(server: LoopbackS
         response, _ = invoke(model, Prompt("hi"), mode)
     assert output(response).text == "Hello! How can I help you today? 😊"
     assert len(server.requests_to(STREAM)) == 2
+
+
+def test_media_a_tool_returned_follow_its_function_response() -> None:
+    from chatclient.messages import Media
+
+    result = ToolResponse("gemini-call-1", "chart", "", media=(Media("image/png", b"\x89PNG"),))
+    prompt = Prompt(
+        [
+            UserMessage("Plot it"),
+            AssistantMessage(None, (ToolCall("gemini-call-1", "chart", "{}", {"generated_id": True}),)),
+            ToolResponseMessage((result,)),
+        ]
+    )
+    parts = build_gemini_body(prompt, ChatOptions())["contents"][2]["parts"]
+    assert parts[0] == {
+        "functionResponse": {"name": "chart", "response": {"result": "[1 attachment(s) follow in the next message]"}}
+    }
+    assert parts[1] == {"text": "Media returned by the tool call(s) chart (call gemini-call-1):"}
+    assert parts[2] == {"inlineData": {"mimeType": "image/png", "data": "iVBORw=="}}
