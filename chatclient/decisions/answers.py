@@ -53,6 +53,10 @@ class _Answer:
         """True when the model declined to answer (``refusal`` says why)."""
         return self.refusal is not None
 
+    def __reduce__(self) -> Any:
+        names = [n for klass in type(self).__mro__ for n in getattr(klass, "__slots__", ())]
+        return (_restore, (type(self), {n: object.__getattribute__(self, n) for n in names}))
+
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
         # Lets a pydantic model (a decision service's multi-question result) hold answers as fields.
@@ -80,10 +84,6 @@ class YesNoAnswer(_Answer):
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("answers are immutable")
 
-    def __reduce__(self) -> Any:
-        r = object.__getattribute__(self, "refusal")
-        return (_yes_no, (object.__getattribute__(self, "probability"), r))
-
     def __repr__(self) -> str:
         r = object.__getattribute__(self, "refusal")
         return f"YesNoAnswer(refused={r!r})" if r is not None else f"YesNoAnswer({self.probability:.4f})"
@@ -93,10 +93,6 @@ class YesNoAnswer(_Answer):
 
     def __hash__(self) -> int:
         return hash(_state(self))
-
-
-def _yes_no(probability: float, refusal: str | None) -> YesNoAnswer:
-    return YesNoAnswer(0.0 if refusal is not None else probability, refusal=refusal)
 
 
 def _state(answer: Any) -> tuple[Any, ...]:
@@ -118,25 +114,40 @@ def _index(entries: Sequence[Any], entry: Any, what: str) -> int:
     raise InvalidDecisionQuestionError(f"{entry!r} is not one of the {what} ({shown})"[:400])
 
 
-class ChoiceAnswer(_Answer, Generic[T]):
-    """The chosen option (``value``) and each option's probability (``probabilities``, in option order)."""
+def _argmax(probabilities: Sequence[float]) -> int:
+    return max(range(len(probabilities)), key=lambda i: (probabilities[i], -i))
 
-    __slots__ = ("options", "probabilities_by_index")
+
+class ChoiceAnswer(_Answer, Generic[T]):
+    """The chosen option (``value``) and each option's probability (``probabilities``, option -> p, in option order).
+
+    ``ChoiceAnswer(Team.BILLING, {Team.BILLING: 0.8, Team.SUPPORT: 0.2})`` builds one (in a test,
+    for a decision service's stand-in); ``value`` must be one of the options.
+    """
+
+    __slots__ = ("chosen", "options", "probabilities_by_index")
+    chosen: T | None
     options: tuple[T, ...]
     probabilities_by_index: tuple[float, ...]
 
-    def __init__(self, options: Sequence[T], probabilities: Sequence[float], *, refusal: str | None = None) -> None:
+    def __init__(self, value: T | None, probabilities: Mapping[T, float], *, refusal: str | None = None) -> None:
+        if not isinstance(probabilities, Mapping):
+            raise InvalidDecisionQuestionError("probabilities must be a mapping of option -> probability")
         object.__setattr__(self, "refusal", refusal)
-        object.__setattr__(self, "options", tuple(options))
-        object.__setattr__(
-            self, "probabilities_by_index", () if refusal is not None else _distribution(options, probabilities)
-        )
+        object.__setattr__(self, "options", tuple(probabilities))
+        if refusal is not None:
+            object.__setattr__(self, "chosen", None)
+            object.__setattr__(self, "probabilities_by_index", ())
+            return
+        values = tuple(check_threshold(p, "a probability") for p in probabilities.values())
+        object.__setattr__(self, "probabilities_by_index", values)
+        object.__setattr__(self, "chosen", self.options[_index(self.options, value, "options")])
 
     @property
     def value(self) -> T:
-        """The likeliest option (the first one on a tie)."""
-        p = self.probabilities_by_index
-        return self.options[max(range(len(p)), key=lambda i: (p[i], -i))]
+        """The chosen option (the likeliest one, when the answer comes from a model)."""
+        chosen: T = self.chosen  # type: ignore[assignment]
+        return chosen
 
     @property
     def probabilities(self) -> Mapping[T, float]:
@@ -150,14 +161,10 @@ class ChoiceAnswer(_Answer, Generic[T]):
     def margin(self) -> float:
         """The difference between the two highest probabilities (small = the model hesitates)."""
         top = sorted(self.probabilities_by_index, reverse=True)
-        return top[0] - top[1]
+        return top[0] - (top[1] if len(top) > 1 else 0.0)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("answers are immutable")
-
-    def __reduce__(self) -> Any:
-        g = object.__getattribute__
-        return (_choice, (type(self), g(self, "options"), g(self, "probabilities_by_index"), g(self, "refusal")))
 
     def __repr__(self) -> str:
         g = object.__getattribute__
@@ -173,14 +180,20 @@ class ChoiceAnswer(_Answer, Generic[T]):
         return hash(_state(self))
 
 
-def _choice(cls: type[Any], entries: tuple[Any, ...], probabilities: tuple[float, ...], refusal: str | None) -> Any:
-    return cls(entries, probabilities if refusal is None else [0.0] * len(entries), refusal=refusal)
-
-
 class ScaleAnswer(ChoiceAnswer[T]):
-    """A position on an ordered scale: ``probabilities`` per level (lowest first), ``mean()``, ``value``."""
+    """A position on an ordered scale: ``probabilities`` per level (lowest first), ``mean()``, ``value``.
+
+    ``ScaleAnswer({Severity.LOW: 0.1, Severity.HIGH: 0.9})`` builds one; ``value`` is the likeliest level.
+    """
 
     __slots__ = ()
+
+    def __init__(self, probabilities: Mapping[T, float], *, refusal: str | None = None) -> None:
+        if refusal is not None or not isinstance(probabilities, Mapping) or not probabilities:
+            super().__init__(None, probabilities, refusal=refusal)
+            return
+        levels = list(probabilities)
+        super().__init__(levels[_argmax(list(probabilities.values()))], probabilities)
 
     @property
     def levels(self) -> tuple[T, ...]:
@@ -194,6 +207,13 @@ class ScaleAnswer(ChoiceAnswer[T]):
     def probability_at_least(self, level: T) -> float:
         """The probability of ``level`` or any higher one."""
         return sum(self.probabilities_by_index[_index(self.options, level, "levels") :])
+
+
+def _restore(cls: type[_Answer], state: dict[str, Any]) -> Any:
+    answer = object.__new__(cls)
+    for name, value in state.items():
+        object.__setattr__(answer, name, value)
+    return answer
 
 
 Answer = YesNoAnswer | ChoiceAnswer[Any] | ScaleAnswer[Any]

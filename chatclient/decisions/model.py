@@ -211,11 +211,14 @@ def label_probabilities(tokens: Sequence[tuple[str, float]], labels: Sequence[st
 def _answer(question: Question, probabilities: Sequence[float] | None, refusal: str | None = None) -> Answer:
     if isinstance(question, YesNoQuestion):
         return YesNoAnswer(0.0, refusal=refusal) if probabilities is None else YesNoAnswer(probabilities[0])
-    cls = ChoiceAnswer if isinstance(question, ChoiceQuestion) else ScaleAnswer
-    entries = question.options if isinstance(question, ChoiceQuestion) else question.levels
+    if isinstance(question, ChoiceQuestion):
+        if probabilities is None:
+            return ChoiceAnswer(None, dict.fromkeys(question.options, 0.0), refusal=refusal)
+        best = max(range(len(probabilities)), key=lambda i: (probabilities[i], -i))
+        return ChoiceAnswer(question.options[best], dict(zip(question.options, probabilities, strict=True)))
     if probabilities is None:
-        return cls(entries, [0.0] * len(entries), refusal=refusal)
-    return cls(entries, probabilities)
+        return ScaleAnswer(dict.fromkeys(question.levels, 0.0), refusal=refusal)
+    return ScaleAnswer(dict(zip(question.levels, probabilities, strict=True)))
 
 
 def calibrated(probabilities: Sequence[float], baseline: Sequence[float]) -> list[float]:

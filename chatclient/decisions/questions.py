@@ -12,7 +12,7 @@ made: a bad one raises :class:`~chatclient.errors.InvalidDecisionQuestionError`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from enum import Enum
 from typing import Any
 
@@ -88,6 +88,7 @@ class YesNoQuestion:
     """A question answered with a probability of "yes"; ``yes_when`` / ``no_when`` describe the two cases."""
 
     text: str
+    _: KW_ONLY
     yes_when: str | None = None
     no_when: str | None = None
 

@@ -310,8 +310,8 @@ def test_adecide_answers_like_decide():
 
 def test_answers_pickle_and_compare_including_refused_ones():
     yes = YesNoAnswer(0.25)
-    choice = ChoiceAnswer(list(Team), [0.5, 0.3, 0.2])
-    scale = ScaleAnswer(list(Level), [0.1, 0.2, 0.7])
+    choice = ChoiceAnswer(Team.SUPPORT, dict(zip(Team, [0.5, 0.3, 0.2], strict=True)))
+    scale = ScaleAnswer(dict(zip(Level, [0.1, 0.2, 0.7], strict=True)))
     refused = YesNoAnswer(0.0, refusal="no")
     for a in (yes, choice, scale, refused):
         assert pickle.loads(pickle.dumps(a)) == a
@@ -320,6 +320,10 @@ def test_answers_pickle_and_compare_including_refused_ones():
         YesNoAnswer(1.5)
     with pytest.raises(InvalidDecisionQuestionError):
         yes.is_yes(2)
+    assert choice.value is Team.SUPPORT  # as given (a stand-in may choose any option)
+    assert scale.value is Level.HIGH and scale.mean() == pytest.approx(1.6)
+    with pytest.raises(InvalidDecisionQuestionError, match="not one of the options"):
+        ChoiceAnswer("marketing", {"billing": 1.0})
 
 
 def test_decision_model_pickles_over_a_picklable_chat_model():
@@ -344,7 +348,9 @@ def test_calibration_divides_out_the_answer_to_a_content_free_input_once_per_que
     p = dm.decide("a message", {"q": YesNoQuestion("Happy?")})["q"].probability
     expected = (0.45 / 0.3) / (0.45 / 0.3 + 0.55 / 0.7)
     assert p == pytest.approx(expected)
-    assert DecisionModel(model).decide("a message", {"q": YesNoQuestion("Happy?")})["q"].probability == pytest.approx(0.45)
+    assert DecisionModel(model).decide("a message", {"q": YesNoQuestion("Happy?")})["q"].probability == pytest.approx(
+        0.45
+    )
     calls = len(model.prompts)
     dm.decide("another message", {"q": YesNoQuestion("Happy?")})
     assert len(model.prompts) == calls + 1  # the baseline of this question is cached
@@ -357,7 +363,9 @@ def test_calibrated_choice_keeps_a_label_the_model_never_gave_at_zero():
     def answer(text: str):
         return {"A": 0.8, "B": 0.2} if "Input:\nN/A\n" in text else {"A": 0.6, "B": 0.4}
 
-    choice = DecisionModel(decision_model(answer), calibrate=True).decide("x", {"c": ChoiceQuestion("?", ["a", "b", "c"])})["c"]
+    choice = DecisionModel(decision_model(answer), calibrate=True).decide(
+        "x", {"c": ChoiceQuestion("?", ["a", "b", "c"])}
+    )["c"]
     assert choice.value == "b"
     assert choice.probabilities["c"] == 0.0
     assert choice.probability_of("b") == pytest.approx((0.4 / 0.2) / (0.4 / 0.2 + 0.6 / 0.8))
