@@ -1,4 +1,4 @@
-"""The new providers name themselves in OpenTelemetry spans as the GenAI semantic conventions do."""
+"""What the Azure, Bedrock and Gemini models share: their GenAI semantic-convention names in OpenTelemetry spans, and hosted tools refused before any request."""
 
 from __future__ import annotations
 
@@ -66,3 +66,14 @@ def test_provider_name_in_the_call_span(server: LoopbackServer, exporter: InMemo
         s for s in exporter.get_finished_spans() if (s.attributes or {}).get("gen_ai.operation.name") == "chat"
     ]
     assert chat_spans and {s.attributes["gen_ai.provider.name"] for s in chat_spans if s.attributes} == {name}
+
+
+@pytest.mark.parametrize("build", [_gemini, _bedrock, _azure])
+def test_a_hosted_tool_is_refused_before_any_request(server: LoopbackServer, build: object) -> None:
+    from chatclient.errors import UnsupportedFeatureError
+    from chatclient.tools.builtin import WebSearch
+
+    model, path, _ = build(server)  # type: ignore[operator]
+    with pytest.raises(UnsupportedFeatureError, match="web_search"):
+        ChatClient.create(model).prompt("news?").tools(WebSearch()).call().content()
+    assert server.requests_to(path) == []
