@@ -41,6 +41,8 @@ MAX_EVENTS = 10_000
 MAX_TURNS = 20
 """Most input-required rounds one call answers with a ``responder`` before giving up."""
 
+BINDINGS = ("JSONRPC", "HTTP+JSON")
+"""The A2A protocol bindings the client speaks (the remote card's preference decides among them)."""
 CANCEL_TIMEOUT = 5.0
 """Seconds a cancelled call waits for the remote agent to accept the cancellation of its task."""
 
@@ -339,7 +341,9 @@ class A2AAgent(Agent):
 
         async def exchange() -> None:
             async with self._http() as http:
-                config = a2a.client.ClientConfig(streaming=self.streaming, httpx_client=http)
+                config = a2a.client.ClientConfig(
+                    streaming=self.streaming, httpx_client=http, supported_protocol_bindings=list(BINDINGS)
+                )
                 client = a2a.client.ClientFactory(config).create(card)
                 try:
                     events = 0

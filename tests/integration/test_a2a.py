@@ -9,13 +9,17 @@ endless answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import pickle
+import re
 import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,7 +32,7 @@ from a2a.helpers import new_text_message, new_text_part  # noqa: E402
 from a2a.server.agent_execution import AgentExecutor, RequestContext  # noqa: E402
 from a2a.server.events import EventQueue  # noqa: E402
 from a2a.server.request_handlers import DefaultRequestHandler  # noqa: E402
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes  # noqa: E402
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes  # noqa: E402
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater  # noqa: E402
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Task, TaskState, TaskStatus  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
@@ -145,18 +149,20 @@ class SampleExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def sample_app(url: str) -> Starlette:
+def sample_app(url: str, binding: str = "JSONRPC") -> Starlette:
     card = AgentCard(
         name="Sample Agent",
         description="The SDK sample's shape",
         version="1.0.0",
-        supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", url=url, protocol_version="1.0")],
+        supported_interfaces=[AgentInterface(protocol_binding=binding, url=url, protocol_version="1.0")],
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="sample", name="Sample", description="answers", tags=["sample"])],
     )
     handler = DefaultRequestHandler(agent_executor=SampleExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
+    if binding == "HTTP+JSON":
+        return Starlette(routes=[*create_agent_card_routes(card), *create_rest_routes(handler)])
     return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")])
 
 
@@ -380,6 +386,12 @@ def test_client_against_the_sdk_sample_server(sample: str, mode: str) -> None:
     assert run(a2a_agent(sample, streaming=False), mode, request="tell me").output == "one two three"
 
 
+def test_client_against_an_sdk_server_speaking_http_json(mode: str) -> None:
+    with running(lambda url: sample_app(url, "HTTP+JSON")) as url:
+        assert run(a2a_agent(url), mode, request="tell me").output == "one two three"
+        assert run(a2a_agent(url, streaming=False), mode, request="hello").output == "Hello World (hello)"
+
+
 def test_sample_server_states_map_to_errors_and_suspension(sample: str, mode: str) -> None:
     remote = a2a_agent(sample)
     with pytest.raises(A2AError, match="the tool broke") as failed:
@@ -535,3 +547,16 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         a2a_agent("http://127.0.0.1:1/")
     with pytest.raises(ImportError, match=r"chatclient\[a2a\]"):
         serve_a2a(SHOUTER)
+
+
+def test_the_guide_snippets_run_and_print_what_the_page_shows() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "a2a.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    shown = "".join(re.findall(r"```text\n(.*?)```", page, flags=re.DOTALL)).splitlines()
+    assert len(blocks) >= 6 and len(shown) >= 8
+    namespace: dict[str, object] = {"__name__": "a2a_guide"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for block in blocks:
+            exec(compile(block, "docs/guide/a2a.md", "exec"), namespace)  # our own documentation
+    assert out.getvalue().splitlines() == shown
