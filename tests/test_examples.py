@@ -225,6 +225,16 @@ def check_agents_human_recovery(out: str) -> None:
     assert "calls: ['make_invoice', 'mail_invoice', 'mail_invoice']" in out
 
 
+def check_agents_a2a(out: str) -> None:
+    assert "card: french_team - Translates English sentences into French" in out
+    assert "skills: ['french_team', 'sign']" in out
+    assert "remote answer: Les loutres dorment. (translation 1)" in out  # through the HTTP server
+    assert "same conversation: Elles se tiennent la main. (translation 2)" in out  # the context id kept state
+    assert "streamed: Elles se tiennent la main. (translation 1)" in out
+    assert "remote question: In which city?" in out
+    assert "after the answer: booked a translator in Lyon" in out
+
+
 def check_bulk_extract(out: str) -> None:
     assert "first run: 5 of 6 documents, 1 failed" in out
     assert "failed: grace.txt: grace.txt: the model did not answer in time" in out
@@ -237,6 +247,7 @@ def check_bulk_extract(out: str) -> None:
 
 CHECKS: dict[str, Callable[[str], None]] = {
     "bulk_extract.py": check_bulk_extract,
+    "agents_a2a.py": check_agents_a2a,
     "agents_workflow.py": check_agents_workflow,
     "agents_human_recovery.py": check_agents_human_recovery,
     "vector_stores.py": check_vector_stores,
@@ -270,6 +281,8 @@ def test_example(name: str) -> None:
         pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
     if name == "mcp_tools.py":
         pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    if name == "agents_a2a.py":
+        pytest.importorskip("a2a", reason="the a2a extra is not installed")
     if name == "vector_stores.py":
         pytest.importorskip("chromadb", reason="the chroma extra is not installed")
     CHECKS[name](run_example(name))
