@@ -1037,16 +1037,23 @@ class AnthropicChatModel(HTTPChatModel):
         for attempt in range(self.pause_continuations + 1):
             part = ResponseAggregator()
             current = prompt if earlier is None else _continued(prompt, earlier)
+            ended = paused = False
+            # Each part is read to its end (not left at its finishing chunk), so the stream drains
+            # after message_stop and its connection goes back to the pool at once.
             for chunk in super().stream(current):
+                if ended:
+                    continue
                 part.add(chunk)
                 if not chunk.has_finish_reason():
                     yield chunk
                     continue
+                ended = True
                 whole = part.result() if earlier is None else _joined(earlier, part.result())
                 if _paused(whole) and attempt < self.pause_continuations:
-                    earlier = whole
-                    break
+                    earlier, paused = whole, True
+                    continue
                 yield _last_chunk(chunk, whole, earlier is not None)
+            if not paused:
                 return
 
     async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
@@ -1060,16 +1067,23 @@ class AnthropicChatModel(HTTPChatModel):
         for attempt in range(self.pause_continuations + 1):
             part = ResponseAggregator()
             current = prompt if earlier is None else _continued(prompt, earlier)
+            ended = paused = False
+            # Each part is read to its end (not left at its finishing chunk), so the stream drains
+            # after message_stop and its connection goes back to the pool at once.
             async for chunk in super().astream(current):
+                if ended:
+                    continue
                 part.add(chunk)
                 if not chunk.has_finish_reason():
                     yield chunk
                     continue
+                ended = True
                 whole = part.result() if earlier is None else _joined(earlier, part.result())
                 if _paused(whole) and attempt < self.pause_continuations:
-                    earlier = whole
-                    break
+                    earlier, paused = whole, True
+                    continue
                 yield _last_chunk(chunk, whole, earlier is not None)
+            if not paused:
                 return
 
     def close(self) -> None:

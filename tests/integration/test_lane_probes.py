@@ -498,11 +498,7 @@ def test_every_stream_format_takes_the_lane_and_pools_its_connection(
     server.set_default(path, action(["Hel", "lo ", "wörld"]))
     assert stream_text(make(server.url, {"max_retries": 0}), face, times=3) == ["Hello wörld"] * 3
     assert lane_calls == ["lane"] * 3
-    if fmt != "anthropic-sse":
-        assert len({r.client_port for r in server.requests_to(path)}) == 1  # drained and reused
-    # (AnthropicChatModel's pause_turn wrapper returns from its inner stream at the finishing chunk,
-    # so the inner stream never reaches its drain: the connection is released when that generator
-    # is collected, and an async one then is not reused by the next stream.)
+    assert len({r.client_port for r in server.requests_to(path)}) == 1  # drained and reused
 
 
 @pytest.mark.parametrize("face", FACES)
