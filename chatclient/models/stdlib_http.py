@@ -1,4 +1,4 @@
-"""HTTP/1.1 POSTs over plain sockets and asyncio streams: the lane for a model's plain calls.
+"""HTTP/1.1 POSTs over plain sockets and asyncio streams: the lane for a model's calls and streams.
 
 httpx's clients parse HTTP in pure Python (h11) behind a pool lock, about 330 µs of CPU per request
 against a local server; even ``http.client`` spends about 100 µs, most of it parsing headers with
@@ -8,8 +8,9 @@ does exactly that with ``socket``, ``asyncio``, ``ssl`` and ``zlib`` from the st
 ``StdlibPoster`` (sync; threads share its pool) and ``AsyncStdlibPoster`` (one per event loop).
 Both faces share the request head (built once per URL and headers), the pool of idle connections,
 one sans-IO head parser (``_HeadParser``) and one sans-IO body framer (``_Framer``).
-``HTTPTransport`` decides when the lane is used; streams, redirects and error answers after the
-first response, clients passed in by the caller, and proxy settings stay with httpx.
+``HTTPTransport`` decides when the lane is used; redirects and error answers after the first
+response, clients passed in by the caller, proxy settings and the off switch (``socket_lane=False``,
+``CHATCLIENT_SOCKET_LANE=0``) stay with httpx.
 
 What ``post`` returns behaves like the response the HTTP layer reads from httpx: ``status_code``,
 ``headers`` (case-insensitive), ``encoding``, ``url``, ``reason_phrase``, the body (``iter_bytes`` /
@@ -18,7 +19,10 @@ paths handle. Failures are raised as the httpx exceptions they stand for (``Conn
 ``ConnectError``, ``ReadTimeout``, ``ReadError``, ``RemoteProtocolError``, ``LocalProtocolError``,
 ``DecodingError``), so retries and error messages are the same as on the httpx path. The server's
 answer is treated as hostile: head lines, header count and head size are bounded, chunk sizes and
-lengths are checked, compressed bodies are inflated in bounded steps, and the caller bounds the body.
+lengths are checked (ASCII digits only), header names must be tokens and values free of control
+characters, folded header lines are unfolded, compressed bodies are inflated in bounded steps, and
+the caller bounds the body. A connection is pooled only when nothing past its answer is waiting on it
+(no response desync), and an idle one is closed after ``keepalive_expiry`` seconds.
 """
 
 from __future__ import annotations
