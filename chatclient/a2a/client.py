@@ -201,7 +201,9 @@ class A2AAgent(Agent):
         self._template = _Template(self.user)
 
     def __repr__(self) -> str:
-        return f"<A2AAgent {self.name!r} at {self.url!r}>"
+        from chatclient.models.http.credentials import redact_url
+
+        return f"<A2AAgent {self.name!r} at {redact_url(self.url)!r}>"
 
     # -- Agent ------------------------------------------------------------------------------------
 
@@ -242,7 +244,7 @@ class A2AAgent(Agent):
                 scope.write(self.context_key, answer.context_id)
             if answer.state != "TASK_STATE_INPUT_REQUIRED":
                 return answer.text()
-            question = answer.text()
+            question = answer.status_text or answer.text()  # the question is the status message
             if self.responder is None:
                 rounds += 1
                 ids = {"task_id": answer.task_id, "context_id": answer.context_id, "question": question}
@@ -250,15 +252,29 @@ class A2AAgent(Agent):
                 raise SuspendRun(question, f"{key}#a2a-answer-{rounds}", None)
             reply = await _ask(self.responder, question, scope)
             text, task_id, context_id = _answer_text(reply), answer.task_id, answer.context_id
-        raise A2AError(
+        raise self._fail(
             f"remote agent {self.name!r} still asks for input after {MAX_TURNS} answers from the responder",
-            reason="input-required",
-            url=self.url,
-            task_id=task_id,
-            context_id=context_id,
+            "input-required",
+            task_id,
+            context_id,
         )
 
     # -- the wire ---------------------------------------------------------------------------------
+
+    def _fail(self, message: str, reason: str, task_id: str | None = "", context_id: str | None = "") -> A2AError:
+        """An ``A2AError`` whose text holds no header value and no password of the URL, even when the
+        remote agent echoed them back."""
+        from chatclient.models.http.credentials import redact_url
+        from chatclient.redaction import scrub
+
+        secrets = [*self.headers.values(), *_url_secrets(self.url)]
+        return A2AError(
+            scrub(message, secrets),
+            reason=reason,
+            url=redact_url(self.url),
+            task_id=task_id or None,
+            context_id=context_id or None,
+        )
 
     def _set_card(self, card: Any) -> None:
         interfaces = list(card.supported_interfaces)
@@ -305,23 +321,27 @@ class A2AAgent(Agent):
         if isinstance(exc, (A2AError, asyncio.CancelledError)) or not isinstance(exc, Exception):
             return exc
         client_errors = sdk().client
-        ids = {"url": self.url, "task_id": task_id or None, "context_id": context_id or None}
-        where = f"remote agent at {self.url}"
-        cause = exc
-        while cause is not None:  # the SDK wraps httpx's errors; our size cut-off may be inside
+        from chatclient.models.http.credentials import redact_url
+
+        where = f"remote agent at {redact_url(self.url)}"
+        cause: BaseException | None = exc
+        seen: set[int] = set()
+        while cause is not None and id(cause) not in seen:  # the SDK wraps httpx's errors; our cut-off may be inside
+            seen.add(id(cause))
             if isinstance(cause, _TooLarge):
-                return A2AError(
-                    f"{where}: {cause}; raise max_response_bytes if this is expected", reason="too-large", **ids
+                return self._fail(
+                    f"{where}: {cause}; raise max_response_bytes if this is expected", "too-large", task_id, context_id
                 )
-            cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+            cause = cause.__cause__ or cause.__context__
         if isinstance(exc, (TimeoutError, client_errors.A2AClientTimeoutError, httpx.TimeoutException)):
-            return A2AError(f"{where} did not answer within {self.timeout:g} s", reason="timeout", **ids)
+            return self._fail(f"{where} did not answer within {self.timeout:g} s", "timeout", task_id, context_id)
         if isinstance(exc, (client_errors.A2AClientError, httpx.HTTPError, OSError)):
-            return A2AError(f"{where} could not be reached: {clip(str(exc))}", reason="connection", **ids)
-        return A2AError(
+            return self._fail(f"{where} could not be reached: {clip(str(exc))}", "connection", task_id, context_id)
+        return self._fail(
             f"{where} sent an answer that could not be read: {type(exc).__name__}: {clip(str(exc))}",
-            reason="protocol",
-            **ids,
+            "protocol",
+            task_id,
+            context_id,
         )
 
     async def _exchange(self, text: str, task_id: str, context_id: str, emit: Callable[[Any], None] | None) -> _Answer:
@@ -350,12 +370,11 @@ class A2AAgent(Agent):
                     async for event in client.send_message(types.SendMessageRequest(message=message)):
                         events += 1
                         if events > self.max_events:
-                            raise A2AError(
+                            raise self._fail(
                                 f"remote agent {self.name!r} sent more than max_events={self.max_events:,} events",
-                                reason="too-large",
-                                url=self.url,
-                                task_id=answer.task_id or None,
-                                context_id=answer.context_id or None,
+                                "too-large",
+                                answer.task_id,
+                                answer.context_id,
                             )
                         self._fold(answer, event, emit, emitted)
                 except BaseException:
@@ -369,21 +388,19 @@ class A2AAgent(Agent):
         await self._guard(exchange(), task_id, context_id)
         state = answer.state
         if state in _END_STATES:
-            detail = clip(answer.text()) or "no reason given"
-            raise A2AError(
+            detail = clip(answer.status_text or answer.text()) or "no reason given"
+            raise self._fail(
                 f"remote agent {self.name!r} ended its task as {_END_STATES[state]}: {detail}",
-                reason=_END_STATES[state],
-                url=self.url,
-                task_id=answer.task_id or None,
-                context_id=answer.context_id or None,
+                _END_STATES[state],
+                answer.task_id,
+                answer.context_id,
             )
         if state not in ("TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED"):
-            raise A2AError(
+            raise self._fail(
                 f"remote agent {self.name!r} stopped answering while its task was {state or 'not started'}",
-                reason="protocol",
-                url=self.url,
-                task_id=answer.task_id or None,
-                context_id=answer.context_id or None,
+                "protocol",
+                answer.task_id,
+                answer.context_id,
             )
         if emit is not None and not emitted[0] and state == "TASK_STATE_COMPLETED" and answer.text():
             emit(TextDelta(answer.text()))  # nothing was streamed: the whole answer as one delta
@@ -441,12 +458,11 @@ class A2AAgent(Agent):
     def _count(self, answer: _Answer, text: str) -> None:
         answer.chars += len(text)
         if answer.chars > self.max_answer_chars:
-            raise A2AError(
+            raise self._fail(
                 f"remote agent {self.name!r} sent more than max_answer_chars={self.max_answer_chars:,} characters",
-                reason="too-large",
-                url=self.url,
-                task_id=answer.task_id or None,
-                context_id=answer.context_id or None,
+                "too-large",
+                answer.task_id,
+                answer.context_id,
             )
 
 
@@ -457,6 +473,17 @@ async def _cancel_remote(client: Any, task_id: str) -> None:
             await client.cancel_task(sdk().types.CancelTaskRequest(id=task_id))
     except Exception:  # the task may have ended meanwhile, or the agent be gone: the original error counts
         pass
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The user name and password written in ``url`` (``https://user:pw@host/``), if any."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    return [x for x in (parts.username, parts.password) if x]
 
 
 def _template_variables(text: str) -> frozenset[str]:

@@ -436,7 +436,7 @@ def hostile_app(url: str, mode: str) -> Starlette:
         description="sends too much",
         version="1",
         supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", url=url, protocol_version="1.0")],
-        capabilities=AgentCapabilities(streaming=mode != "json"),
+        capabilities=AgentCapabilities(streaming=mode not in ("json", "echo")),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="hostile", name="hostile", description="sends too much", tags=["hostile"])],
@@ -476,6 +476,14 @@ def hostile_app(url: str, mode: str) -> Starlette:
                     yield ": still here\n\n"
 
             return StreamingResponse(drip(), media_type="text/event-stream")
+        if mode == "echo":  # a failed task whose reason repeats the caller's credentials
+            said = f"bad token {request.headers.get('authorization', '')}"
+            status = {
+                "state": "TASK_STATE_FAILED",
+                "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": said}]},
+            }
+            result = {"task": {"id": "t1", "contextId": "c1", "status": status}}
+            return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": result})
         if mode == "auth":
             header = request.headers.get("authorization", "")
             return JSONResponse({"error": f"bad token {header}"}, status_code=401)
@@ -514,6 +522,27 @@ def test_auth_headers_are_sent_and_never_echoed(mode: str) -> None:
     assert caught.value.reason == "connection"
     assert "401" in str(caught.value)
     assert "s3cret-token" not in str(caught.value) and "s3cret-token" not in repr(caught.value)
+
+
+def test_credentials_are_not_repeated_even_when_the_remote_echoes_them(mode: str) -> None:
+    with hostile("echo") as url:
+        remote = a2a_agent(url, headers={"Authorization": "Bearer s3cret-token"})
+        with pytest.raises(A2AError) as caught:
+            run(remote, mode, request="x")
+    assert caught.value.reason == "failed" and caught.value.task_id == "t1" and caught.value.context_id == "c1"
+    assert "bad token" in str(caught.value) and "s3cret-token" not in str(caught.value)
+    # A password written in the URL stays out of repr, errors and the error's url.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    secret_url = f"http://bob:pa55word@127.0.0.1:{port}/"
+    offline = a2a_agent(secret_url, name="offline", description="not there")
+    assert "pa55word" not in repr(offline)
+    with pytest.raises(A2AError) as unreachable:
+        run(offline, mode, request="x")
+    assert unreachable.value.reason == "connection"
+    assert "pa55word" not in str(unreachable.value) and "pa55word" not in str(unreachable.value.url)
 
 
 def test_a_malformed_answer_is_a_protocol_error(mode: str) -> None:
