@@ -25,6 +25,7 @@ The rung used and why land in the response metadata: ``structured_output_mode`` 
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import weakref
@@ -99,20 +100,35 @@ class _Rejections:
         self.by_name: dict[str | None, dict[str, str]] = {}
 
 
-# Keyed weakly by the model object, so a dropped model takes its memory with it.
-_MEMORY: weakref.WeakKeyDictionary[Any, _Rejections] = weakref.WeakKeyDictionary()
-_MEMORY_LOCK = threading.Lock()
+# Keyed by the model object's identity (models that travel as their constructor arguments compare
+# equal when configured alike, yet each remembers only its own rejections), held weakly so that a
+# dropped model takes its memory with it.
+_MEMORY: dict[int, tuple[weakref.ref[Any], _Rejections]] = {}
+_MEMORY_LOCK = threading.RLock()  # re-entrant: a weakref callback may run inside a locked section
+
+
+def _forget(key: int, ref: weakref.ref[Any]) -> None:
+    with _MEMORY_LOCK:
+        entry = _MEMORY.get(key)
+        if entry is not None and entry[0] is ref:
+            del _MEMORY[key]
 
 
 def _rejections(model: Any, create: bool) -> _Rejections | None:
-    try:
-        with _MEMORY_LOCK:
-            found = _MEMORY.get(model)
-            if found is None and create:
-                found = _MEMORY[model] = _Rejections()
-            return found
-    except TypeError:  # not weak-referenceable or unhashable: such a model simply does not remember
-        return None
+    key = id(model)
+    with _MEMORY_LOCK:
+        entry = _MEMORY.get(key)
+        if entry is not None and entry[0]() is model:
+            return entry[1]
+        if not create:
+            return None
+        try:
+            ref = weakref.ref(model, functools.partial(_forget, key))
+        except TypeError:  # not weak-referenceable: such a model simply does not remember
+            return None
+        found = _Rejections()
+        _MEMORY[key] = (ref, found)
+        return found
 
 
 def rejected_rungs(model: Any, model_name: str | None = None) -> dict[str, str]:

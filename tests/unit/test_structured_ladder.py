@@ -416,3 +416,23 @@ def test_response_metadata_carries_usage_finish_and_rung_for_a_plain_answer() ->
     cr = ChatClient.create(model).prompt("q").call().chat_response()
     assert cr is not None and "structured_output_mode" not in cr.metadata.extra
     assert isinstance(cr.metadata, ChatResponseMetadata)
+
+
+def test_rejections_are_remembered_per_model_object_even_for_equal_models() -> None:
+    # Models travel as their constructor arguments and compare equal when configured alike; each
+    # still remembers only what its own server rejected, and a dropped model forgets.
+    import gc
+
+    from chatclient.models import structured_output as so
+    from chatclient.models.openai import OpenAIChatModel
+
+    first = OpenAIChatModel("m", api_key="", base_url="http://127.0.0.1:9/v1")
+    second = OpenAIChatModel("m", api_key="", base_url="http://127.0.0.1:9/v1")
+    assert first == second  # value equality, as the pickling support defines it
+    so.remember_rejection(first, "native", "rejected: native (x)", "m")
+    assert so.rejected_rungs(first, "m") == {"native": "rejected: native (x)"}
+    assert so.rejected_rungs(second, "m") == {}
+    before = len(so._MEMORY)
+    del first
+    gc.collect()
+    assert len(so._MEMORY) == before - 1
