@@ -58,6 +58,7 @@ class _TypeEntry:
 
 
 _BY_NAME: dict[str, _TypeEntry] = {}
+_RESERVED_TAGS = frozenset({"tuple", "dict", "set", "frozenset", "float", "repr"})
 _BY_CLASS: dict[type, _TypeEntry] = {}
 _REGISTRY_LOCK = threading.Lock()
 
@@ -90,6 +91,8 @@ def register_type(
     if not isinstance(cls, type):
         raise TypeError(f"register_type takes a class, got {type(cls).__name__}")
     key = name or f"{cls.__module__}.{cls.__qualname__}"
+    if key in _RESERVED_TAGS:
+        raise ValueError(f"{key!r} is a tag of the scope's own JSON forms; pass another name=")
     if encode is None or decode is None:
         if encode is not None or decode is not None:
             raise ValueError("give both encode= and decode=, or neither")

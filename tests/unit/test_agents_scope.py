@@ -97,6 +97,8 @@ def test_custom_encoder_registration() -> None:
         register_type(Mood, name="test.opaque")
     with pytest.raises(TypeError, match="encode"):
         register_type(int)
+    with pytest.raises(ValueError, match="tag"):
+        register_type(Opaque, name="tuple", encode=lambda o: o.v, decode=lambda d: Opaque(int(d)))
 
 
 def _doc(state: dict) -> str:
