@@ -80,7 +80,9 @@ class _BoundedTransport(httpx.AsyncBaseTransport):
     """httpx's transport, with every response body cut off at ``limit`` bytes."""
 
     def __init__(self, limit: int) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
+        from chatclient.models.http.transport import _ssl_context  # one CA bundle load per process
+
+        self._inner = httpx.AsyncHTTPTransport(verify=_ssl_context())
         self._limit = limit
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
