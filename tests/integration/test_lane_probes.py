@@ -426,6 +426,15 @@ def test_the_lane_has_an_off_switch(
     assert lane_calls == [expected] * 2
 
 
+def test_the_switch_and_the_expiry_travel_with_a_pickled_model() -> None:
+    import pickle
+
+    model = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", api_key="", socket_lane=False, keepalive_expiry=5)
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy._http._socket_lane is False and copy._http._keepalive_expiry == 5.0
+    assert not copy._http._fast_lane()
+
+
 def test_an_unknown_switch_value_fails_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(LANE_ENV, "maybe")
     with pytest.raises(ValueError, match=LANE_ENV):
