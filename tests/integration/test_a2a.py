@@ -35,6 +35,7 @@ from a2a.server.request_handlers import DefaultRequestHandler  # noqa: E402
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes  # noqa: E402
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater  # noqa: E402
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Task, TaskState, TaskStatus  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser  # noqa: E402
 from starlette.middleware.authentication import AuthenticationMiddleware  # noqa: E402
@@ -332,6 +333,16 @@ def test_agents_built_by_a2a_agent_pickle(shouter: str) -> None:
     copy = pickle.loads(pickle.dumps(remote))
     assert copy._card is None and copy.url == shouter
     assert copy.run(request="pickled").output == "PICKLED (turn 1)"
+
+
+def test_an_agent_built_from_a_card_needs_no_fetch_and_pickles(shouter: str, mode: str) -> None:
+    card = httpx.get(shouter + ".well-known/agent-card.json").json()
+    proto = json_format.ParseDict(card, AgentCard(), ignore_unknown_fields=True)
+    for source in (card, json.dumps(card), proto):
+        remote = a2a_agent(source)  # name, description and URL come from the card itself
+        assert (remote.name, remote.description, remote.url) == ("shouter", "Shouts back", shouter)
+        copy = pickle.loads(pickle.dumps(remote))
+        assert run(copy, mode, request="carded").output == "CARDED (turn 1)"
 
 
 def test_a2a_app_mounts_in_any_asgi_server() -> None:
