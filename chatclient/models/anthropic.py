@@ -96,6 +96,7 @@ from chatclient.models.http import (
     resolve_api_key,
 )
 from chatclient.models.sse import SSEDecoder
+from chatclient.models.wire import arguments_object
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -172,20 +173,6 @@ def _media_block(media: Media) -> dict[str, Any]:
     return {"type": kind, "source": {"type": "base64", "media_type": media.mime_type, "data": data}}
 
 
-def _tool_input(call: ToolCall) -> Any:
-    arguments = call.arguments
-    if not arguments.strip():
-        return {}
-    try:
-        return jsonsafe.loads(arguments)
-    except ValueError:
-        if call.metadata.get("partial"):
-            # A call cut off by max_tokens: its input never became JSON. The API needs an object;
-            # an empty one keeps the conversation going (the tool's error result explains the rest).
-            return {}
-        raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
-
-
 def _reasoning_blocks(reasoning: Sequence[Reasoning]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for r in reasoning:
@@ -229,7 +216,10 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
                 blocks.extend(dict(raw) for raw in h.raw)
         if m.text:
             blocks.append({"type": "text", "text": m.text})
-        blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c)} for c in m.tool_calls)
+        blocks.extend(
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_object(c, partial_ok=True)}
+            for c in m.tool_calls
+        )
         return "assistant", blocks
     if isinstance(m, ToolResponseMessage):
         results = []

@@ -72,6 +72,7 @@ from chatclient.models.http import (
     error_for_status,
 )
 from chatclient.models.sigv4 import CredentialSource, sign
+from chatclient.models.wire import arguments_object, deep_merge, json_object, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -165,17 +166,6 @@ def _media_block(media: Media, documents: int) -> dict[str, Any]:
     )
 
 
-def _tool_input(call: ToolCall) -> Any:
-    if not call.arguments.strip():
-        return {}
-    try:
-        return jsonsafe.loads(call.arguments)
-    except ValueError:
-        if call.metadata.get("partial"):
-            return {}  # cut off by max_tokens: the API needs an object
-        raise ValueError(f"tool call arguments are not valid JSON: {call.arguments[:100]!r}") from None
-
-
 def _reasoning_blocks(reasoning: Sequence[Reasoning]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for r in reasoning:
@@ -201,12 +191,9 @@ def _stored_content(m: AssistantMessage) -> list[dict[str, Any]] | None:
 
 def _tool_result(r: ToolResponse) -> dict[str, Any]:
     data = r.response_data
-    try:
-        value = jsonsafe.loads(data) if data.strip().startswith("{") else None
-    except ValueError:
-        value = None
+    value = json_object(data)
     content: list[dict[str, Any]] = []
-    if isinstance(value, dict):
+    if value is not None:
         content.append({"json": value})
     elif data or not r.media:
         content.append({"text": data or "(empty)"})
@@ -230,7 +217,10 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
         blocks = _reasoning_blocks(m.reasoning)
         if m.text:
             blocks.append({"text": m.text})
-        blocks.extend({"toolUse": {"toolUseId": c.id, "name": c.name, "input": _tool_input(c)}} for c in m.tool_calls)
+        blocks.extend(
+            {"toolUse": {"toolUseId": c.id, "name": c.name, "input": arguments_object(c, partial_ok=True)}}
+            for c in m.tool_calls
+        )
         return "assistant", blocks
     if isinstance(m, ToolResponseMessage):
         return "user", [_tool_result(r) for r in m.responses]
@@ -303,15 +293,6 @@ def converse_tool_config(tools: Sequence[ToolDefinition], choice: Any, cache: bo
     return config
 
 
-def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _deep_merge(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
 def build_converse_body(
     prompt: Prompt, options: ChatOptions, *, guardrail: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -341,7 +322,7 @@ def build_converse_body(
     if guardrail:
         body["guardrailConfig"] = dict(guardrail)
     if options.extra:
-        _deep_merge(body, options.extra)
+        deep_merge(body, options.extra)
     return body
 
 
@@ -353,17 +334,13 @@ def finish_reason(raw: str | None) -> str | None:
     return None if raw is None else _FINISH.get(raw, raw)
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _usage(payload: Any) -> Usage:
     if not isinstance(payload, Mapping):
         return Usage()
-    read = _count(payload.get("cacheReadInputTokens"))
-    write = _count(payload.get("cacheWriteInputTokens"))
-    prompt = _count(payload.get("inputTokens")) + read + write
-    completion = _count(payload.get("outputTokens"))
+    read = usage_count(payload.get("cacheReadInputTokens"))
+    write = usage_count(payload.get("cacheWriteInputTokens"))
+    prompt = usage_count(payload.get("inputTokens")) + read + write
+    completion = usage_count(payload.get("outputTokens"))
     total = payload.get("totalTokens")
     reported = (
         total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None

@@ -42,7 +42,6 @@ from urllib.parse import quote
 
 import httpx
 
-from chatclient import jsonsafe
 from chatclient.errors import (
     AuthenticationError,
     ModelHTTPError,
@@ -80,6 +79,7 @@ from chatclient.models.http import (
 )
 from chatclient.models.sse import SSEDecoder
 from chatclient.models.tool_media import media_note, tool_text
+from chatclient.models.wire import arguments_object, deep_merge, json_object, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -232,18 +232,8 @@ def _media_part(media: Media) -> dict[str, Any]:
     return {"inlineData": {"mimeType": media.mime_type, "data": base64.b64encode(data).decode("ascii")}}
 
 
-def _args(call: ToolCall) -> Any:
-    if not call.arguments.strip():
-        return {}
-    try:
-        value = jsonsafe.loads(call.arguments)
-    except ValueError:
-        raise ValueError(f"tool call arguments are not valid JSON: {call.arguments[:100]!r}") from None
-    return value
-
-
 def _call_part(call: ToolCall) -> dict[str, Any]:
-    fn: dict[str, Any] = {"name": call.name, "args": _args(call)}
+    fn: dict[str, Any] = {"name": call.name, "args": arguments_object(call)}
     if not call.metadata.get(_GENERATED_ID):
         fn["id"] = call.id
     part: dict[str, Any] = {"functionCall": fn}
@@ -277,11 +267,8 @@ def _model_parts(m: AssistantMessage) -> list[dict[str, Any]]:
 
 
 def _response_part(name: str, call_id: str | None, data: str, is_error: bool) -> dict[str, Any]:
-    try:
-        value = jsonsafe.loads(data) if data.strip().startswith("{") else None
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
+    value = json_object(data)
+    if value is None:
         value = {"error": data} if is_error else {"result": data}
     fn: dict[str, Any] = {"name": name, "response": value}
     if call_id is not None:
@@ -347,15 +334,6 @@ def gemini_tool_config(choice: str | Mapping[str, Any]) -> dict[str, Any]:
     return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice]}}
 
 
-def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _deep_merge(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
 def build_gemini_body(
     prompt: Prompt,
     options: ChatOptions,
@@ -405,26 +383,22 @@ def build_gemini_body(
     if safety_settings:
         body["safetySettings"] = [dict(s) for s in safety_settings]
     if options.extra:
-        _deep_merge(body, options.extra)
+        deep_merge(body, options.extra)
     return body
 
 
 # -- response -----------------------------------------------------------------------------------------
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _usage(payload: Any) -> Usage:
     if not isinstance(payload, Mapping):
         return Usage()
-    prompt = _count(payload.get("promptTokenCount"))
-    thoughts = _count(payload.get("thoughtsTokenCount"))
-    completion = _count(payload.get("candidatesTokenCount")) + thoughts
+    prompt = usage_count(payload.get("promptTokenCount"))
+    thoughts = usage_count(payload.get("thoughtsTokenCount"))
+    completion = usage_count(payload.get("candidatesTokenCount")) + thoughts
     total = payload.get("totalTokenCount")
     reported = total if isinstance(total, int) and total != prompt + completion else None
-    return Usage(prompt, completion, _count(payload.get("cachedContentTokenCount")), 0, thoughts, reported)
+    return Usage(prompt, completion, usage_count(payload.get("cachedContentTokenCount")), 0, thoughts, reported)
 
 
 def _ratings(value: Any) -> str:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from chatclient import jsonsafe
 from chatclient.errors import ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
@@ -57,6 +56,7 @@ from chatclient.models.http import (
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import NDJSONDecoder
 from chatclient.models.tool_media import media_note, tool_text
+from chatclient.models.wire import arguments_object, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -99,15 +99,6 @@ def default_base_url() -> str:
 # -- request ------------------------------------------------------------------------------------------
 
 
-def _arguments_object(arguments: str) -> Any:
-    if not arguments.strip():
-        return {}
-    try:
-        return jsonsafe.loads(arguments)
-    except ValueError:
-        raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
-
-
 def _images(media: Sequence[Media]) -> list[str]:
     images = []
     for item in media:
@@ -136,7 +127,7 @@ def ollama_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 msg["thinking"] = thinking
             if m.tool_calls:
                 msg["tool_calls"] = [
-                    {"function": {"name": c.name, "arguments": _arguments_object(c.arguments)}} for c in m.tool_calls
+                    {"function": {"name": c.name, "arguments": arguments_object(c)}} for c in m.tool_calls
                 ]
             out.append(msg)
         elif isinstance(m, ToolResponseMessage):
@@ -219,12 +210,8 @@ def finish_reason(raw: str | None, has_tool_calls: bool, done: bool = False) -> 
 _DURATION_KEYS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _final_metadata(payload: Mapping[str, Any]) -> ChatResponseMetadata:
-    usage = Usage(_count(payload.get("prompt_eval_count")), _count(payload.get("eval_count")))
+    usage = Usage(usage_count(payload.get("prompt_eval_count")), usage_count(payload.get("eval_count")))
     extra = {k: payload[k] for k in _DURATION_KEYS if payload.get(k) is not None}
     return ChatResponseMetadata(None, payload.get("model"), usage, MappingProxyType(extra))
 

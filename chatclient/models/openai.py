@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from chatclient import jsonsafe
 from chatclient.errors import ModelResponseError
 from chatclient.messages import (
     AssistantMessage,
@@ -55,6 +54,7 @@ from chatclient.models.http import (
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import SSEDecoder
 from chatclient.models.tool_media import media_note, tool_text
+from chatclient.models.wire import is_json, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -269,22 +269,20 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _usage(payload: Any) -> Usage:
     """Usage with its details; ``prompt_tokens`` is already the whole input (cached tokens included)."""
     if not isinstance(payload, dict | Mapping):  # dict first: the common case skips the ABC check
         return Usage()
-    prompt = _count(payload.get("prompt_tokens"))
-    completion = _count(payload.get("completion_tokens"))
+    prompt = usage_count(payload.get("prompt_tokens"))
+    completion = usage_count(payload.get("completion_tokens"))
     prompt_details = payload.get("prompt_tokens_details")
     completion_details = payload.get("completion_tokens_details")
-    cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict | Mapping) else 0
+    cached = usage_count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict | Mapping) else 0
     # DeepSeek reports its cache hits beside prompt_tokens instead of in the details object.
-    cached = cached or _count(payload.get("prompt_cache_hit_tokens"))
-    reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict | Mapping) else 0
+    cached = cached or usage_count(payload.get("prompt_cache_hit_tokens"))
+    reasoning = (
+        usage_count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict | Mapping) else 0
+    )
     total = payload.get("total_tokens")
     reported = (
         total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
@@ -342,14 +340,6 @@ def _message_reasoning(message: Mapping[str, Any]) -> list[Reasoning]:
     return []
 
 
-def _is_json(text: str) -> bool:
-    try:
-        jsonsafe.loads(text or "{}")
-    except ValueError:
-        return False
-    return True
-
-
 def _call_metadata(tc: Mapping[str, Any]) -> dict[str, Any]:
     # Gemini's OpenAI endpoint puts the call's thought signature in extra_content.google; it must go
     # back unchanged with the call in the next request, so the whole object is kept.
@@ -403,7 +393,7 @@ def parse_chat_completion(payload: Any, *, think_tags: Sequence[str] | None = DE
             fn = tc.get("function") or {}
             args = _arguments(fn.get("arguments"))
             meta = _call_metadata(tc)
-            if raw == "length" and not _is_json(args):
+            if raw == "length" and not is_json(args):
                 meta["partial"] = True
             calls.append(ToolCall(str(tc.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, meta))
         text, thought = _split_content(message.get("content"), think_tags)
@@ -654,7 +644,7 @@ class OpenAIStreamParser:
             partial = tuple(
                 ToolCall(call_id, "", "", {"partial": True})
                 for index, call_id in state.ids.items()
-                if not _is_json("".join(state.args.get(index, ())))
+                if not is_json("".join(state.args.get(index, ())))
             )
         meta = {"reasoning_details": list(state.details.values())} if state.details else {}
         extra = dict(state.extra)

@@ -43,7 +43,6 @@ from typing import Any
 
 import httpx
 
-from chatclient import jsonsafe
 from chatclient.errors import ModelResponseError, UnsupportedFeatureError
 from chatclient.messages import (
     AssistantMessage,
@@ -78,6 +77,7 @@ from chatclient.models.http import (
 )
 from chatclient.models.openai import is_strict_schema
 from chatclient.models.sse import SSEDecoder
+from chatclient.models.wire import is_json, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -332,20 +332,16 @@ def build_responses_body(
 # -- response -----------------------------------------------------------------------------------------
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _usage(payload: Any) -> Usage:
     """``input_tokens`` (cached included), ``output_tokens`` (reasoning included) with their details."""
     if not isinstance(payload, Mapping):
         return Usage()
-    prompt = _count(payload.get("input_tokens"))
-    completion = _count(payload.get("output_tokens"))
+    prompt = usage_count(payload.get("input_tokens"))
+    completion = usage_count(payload.get("output_tokens"))
     in_details = payload.get("input_tokens_details")
     out_details = payload.get("output_tokens_details")
-    cached = _count(in_details.get("cached_tokens")) if isinstance(in_details, Mapping) else 0
-    reasoning = _count(out_details.get("reasoning_tokens")) if isinstance(out_details, Mapping) else 0
+    cached = usage_count(in_details.get("cached_tokens")) if isinstance(in_details, Mapping) else 0
+    reasoning = usage_count(out_details.get("reasoning_tokens")) if isinstance(out_details, Mapping) else 0
     total = payload.get("total_tokens")
     reported = (
         total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
@@ -441,14 +437,6 @@ def _finish(status: Any, details: Any, has_calls: bool) -> tuple[str | None, str
     return "stop", status if isinstance(status, str) else None
 
 
-def _is_json(text: str) -> bool:
-    try:
-        jsonsafe.loads(text or "{}")
-    except ValueError:
-        return False
-    return True
-
-
 def _message_metadata(response_id: Any, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     if isinstance(response_id, str) and response_id:
@@ -500,7 +488,7 @@ def parse_response(payload: Any) -> ChatResponse:
     finish, raw = _finish(payload.get("status"), payload.get("incomplete_details"), bool(calls))
     if finish == "length":
         calls = [
-            c if _is_json(c.arguments) else ToolCall(c.id, c.name, c.arguments, {**c.metadata, "partial": True})
+            c if is_json(c.arguments) else ToolCall(c.id, c.name, c.arguments, {**c.metadata, "partial": True})
             for c in calls
         ]
     text = "".join(texts)
@@ -700,7 +688,7 @@ class ResponsesStreamParser:
             partial = tuple(
                 ToolCall(call_id, "", "", {"partial": True})
                 for call_id, parts in self._calls.values()
-                if not _is_json("".join(parts))
+                if not is_json("".join(parts))
             )
         text = None if (self._text_len or self._calls) else ""
         message = AssistantMessage(text, partial, _message_metadata(self._id, items))

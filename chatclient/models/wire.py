@@ -1,0 +1,68 @@
+"""Small helpers for the JSON the providers send and receive, shared by their mapping code.
+
+Each provider module maps chatclient types to its own wire format; the few steps they all take
+the same way live here: reading a usage count, merging ``ChatOptions.extra`` into a body, telling
+whether streamed tool arguments arrived whole, and turning tool arguments and results into the
+JSON objects an API wants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chatclient import jsonsafe
+from chatclient.messages import ToolCall
+
+__all__ = ["arguments_object", "deep_merge", "is_json", "json_object", "usage_count"]
+
+
+def usage_count(value: Any) -> int:
+    """A token count from a usage object: ``value`` when it is a positive int (not a bool), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``extra`` into ``base`` in place, nested objects key by key; returns ``base``."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            deep_merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def is_json(text: str) -> bool:
+    """Whether ``text`` parses as JSON (an empty text counts as ``{}``): tool arguments that arrived whole."""
+    try:
+        jsonsafe.loads(text or "{}")
+    except ValueError:
+        return False
+    return True
+
+
+def arguments_object(call: ToolCall, *, partial_ok: bool = False) -> Any:
+    """A tool call's arguments parsed for an API that wants them as JSON (blank -> ``{}``).
+
+    Arguments that are not JSON raise ``ValueError``. With ``partial_ok``, a call flagged
+    ``metadata["partial"]`` (cut off by the token limit, so its input never became JSON) gets ``{}``
+    instead: the API needs an object, and the tool's error result explains the rest.
+    """
+    arguments = call.arguments
+    if not arguments.strip():
+        return {}
+    try:
+        return jsonsafe.loads(arguments)
+    except ValueError:
+        if partial_ok and call.metadata.get("partial"):
+            return {}
+        raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
+
+
+def json_object(data: str) -> dict[str, Any] | None:
+    """``data`` parsed when it is a JSON object (a tool result an API takes as structured JSON), else None."""
+    try:
+        value = jsonsafe.loads(data) if data.strip().startswith("{") else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
