@@ -85,6 +85,15 @@ class _AgentExecutor:
             owner = ""
         context_key, task_key = f"{owner}\x00{context_id}", f"{owner}\x00{task_id}"
         waiting = self._waiting.pop(task_key, None)
+        current = context.current_task
+        if (
+            waiting is None
+            and current is not None
+            and current.status.state == types.TaskState.TASK_STATE_INPUT_REQUIRED
+        ):
+            note = "this server no longer holds the run waiting for this answer (restarted, or more than max_contexts waiting)"
+            await updater.failed(updater.new_agent_message([types.Part(text=note)]))
+            return
         if waiting is not None:
             run = agent._resume_run(waiting, text, None, None, True)
             run.emit, run.streaming = emit, True

@@ -327,6 +327,22 @@ def test_a_remote_human_input_suspends_here_and_resumes_there(mode: str) -> None
         assert inline.output == "booked a table in Porto" and answers == ["Which city?"]
 
 
+def test_an_answer_to_a_run_the_server_no_longer_holds_fails_clearly() -> None:
+    @agent_function(output_key="booking")
+    def book(city: str) -> str:
+        return f"booked in {city}"
+
+    served = sequence(human_input(question="Which city?", output_key="city"), book, name="booker")
+    with serve_a2a(served, max_contexts=1) as server:
+        remote = a2a_agent(server.url)
+        first = remote.run(request="one")
+        second = remote.run(request="two")  # the server now holds only this waiting run
+        assert remote.resume(second.scope, "Rome").output == "booked in Rome"
+        with pytest.raises(A2AError, match="no longer holds the run waiting") as caught:
+            remote.resume(first.scope, "Oslo")
+    assert caught.value.reason == "failed"
+
+
 def test_agents_built_by_a2a_agent_pickle(shouter: str) -> None:
     remote = a2a_agent(shouter, headers={"Authorization": "Bearer s3cret"})
     assert "s3cret" not in repr(remote)
