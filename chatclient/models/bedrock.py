@@ -72,7 +72,7 @@ from chatclient.models.http import (
     error_for_status,
 )
 from chatclient.models.sigv4 import CredentialSource, sign
-from chatclient.models.wire import arguments_object, deep_merge, json_object, usage_count
+from chatclient.models.wire import arguments_object, deep_merge, json_object, reported_total, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -342,9 +342,7 @@ def _usage(payload: Any) -> Usage:
     prompt = usage_count(payload.get("inputTokens")) + read + write
     completion = usage_count(payload.get("outputTokens"))
     total = payload.get("totalTokens")
-    reported = (
-        total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
-    )
+    reported = reported_total(total, prompt, completion)
     return Usage(prompt, completion, read, write, 0, reported)
 
 

@@ -54,7 +54,7 @@ from chatclient.models.http import (
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import SSEDecoder
 from chatclient.models.tool_media import media_note, tool_text
-from chatclient.models.wire import is_json, usage_count
+from chatclient.models.wire import data_url, is_json, reported_total, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -84,22 +84,16 @@ _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3",
 # -- request ------------------------------------------------------------------------------------------
 
 
-def _data_url(media: Media) -> str:
-    if isinstance(media.data, str):
-        return media.data
-    return f"data:{media.mime_type};base64,{base64.b64encode(media.data).decode('ascii')}"
-
-
 def _media_part(media: Media) -> dict[str, Any]:
     mime = media.mime_type.lower()
     if mime.startswith("image/"):
-        return {"type": "image_url", "image_url": {"url": _data_url(media)}}
+        return {"type": "image_url", "image_url": {"url": data_url(media)}}
     if isinstance(media.data, str) and not media.data.startswith("data:"):
         raise ValueError(f"OpenAI chat accepts URLs only for images, not {media.mime_type}")
     if mime in _AUDIO_FORMATS and isinstance(media.data, bytes):
         data = base64.b64encode(media.data).decode("ascii")
         return {"type": "input_audio", "input_audio": {"data": data, "format": _AUDIO_FORMATS[mime]}}
-    return {"type": "file", "file": {"file_data": _data_url(media)}}
+    return {"type": "file", "file": {"file_data": data_url(media)}}
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
@@ -284,9 +278,7 @@ def _usage(payload: Any) -> Usage:
         usage_count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict | Mapping) else 0
     )
     total = payload.get("total_tokens")
-    reported = (
-        total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
-    )
+    reported = reported_total(total, prompt, completion)
     return Usage(prompt, completion, cached, 0, reasoning, reported)
 
 

@@ -33,7 +33,6 @@ the schema allows), then ``json_object``, then a forced answer tool, then instru
 
 from __future__ import annotations
 
-import base64
 import json
 import mimetypes
 import re
@@ -77,7 +76,7 @@ from chatclient.models.http import (
 )
 from chatclient.models.openai import is_strict_schema
 from chatclient.models.sse import SSEDecoder
-from chatclient.models.wire import is_json, usage_count
+from chatclient.models.wire import data_url, is_json, reported_total, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -128,12 +127,6 @@ _ERROR_STATUS = {
 # -- request ------------------------------------------------------------------------------------------
 
 
-def _data_url(media: Media) -> str:
-    if isinstance(media.data, str):
-        return media.data
-    return f"data:{media.mime_type};base64,{base64.b64encode(media.data).decode('ascii')}"
-
-
 def _filename(media: Media) -> str:
     ext = mimetypes.guess_extension(media.mime_type.split(";", 1)[0].strip()) or ".bin"
     return f"attachment{ext}"
@@ -142,10 +135,10 @@ def _filename(media: Media) -> str:
 def media_part(media: Media) -> dict[str, Any]:
     """An ``input_image`` (images) or ``input_file`` (documents, audio, anything else) content part."""
     if media.mime_type.lower().startswith("image/"):
-        return {"type": "input_image", "image_url": _data_url(media), "detail": "auto"}
+        return {"type": "input_image", "image_url": data_url(media), "detail": "auto"}
     if isinstance(media.data, str) and not media.data.startswith("data:"):
         return {"type": "input_file", "file_url": media.data}
-    return {"type": "input_file", "filename": _filename(media), "file_data": _data_url(media)}
+    return {"type": "input_file", "filename": _filename(media), "file_data": data_url(media)}
 
 
 def _tool_output(r: ToolResponse) -> str | list[dict[str, Any]]:
@@ -343,9 +336,7 @@ def _usage(payload: Any) -> Usage:
     cached = usage_count(in_details.get("cached_tokens")) if isinstance(in_details, Mapping) else 0
     reasoning = usage_count(out_details.get("reasoning_tokens")) if isinstance(out_details, Mapping) else 0
     total = payload.get("total_tokens")
-    reported = (
-        total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
-    )
+    reported = reported_total(total, prompt, completion)
     return Usage(prompt, completion, cached, 0, reasoning, reported)
 
 

@@ -1,25 +1,47 @@
 """Small helpers for the JSON the providers send and receive, shared by their mapping code.
 
 Each provider module maps chatclient types to its own wire format; the few steps they all take
-the same way live here: reading a usage count, merging ``ChatOptions.extra`` into a body, telling
-whether streamed tool arguments arrived whole, and turning tool arguments and results into the
-JSON objects an API wants.
+the same way live here: reading usage counts, merging ``ChatOptions.extra`` into a body, media as
+a ``data:`` URL, telling whether streamed tool arguments arrived whole, and turning tool arguments
+and results into the JSON objects an API wants.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
 from chatclient import jsonsafe
-from chatclient.messages import ToolCall
+from chatclient.messages import Media, ToolCall
 
-__all__ = ["arguments_object", "deep_merge", "is_json", "json_object", "usage_count"]
+__all__ = [
+    "arguments_object",
+    "data_url",
+    "deep_merge",
+    "is_json",
+    "json_object",
+    "reported_total",
+    "usage_count",
+]
 
 
 def usage_count(value: Any) -> int:
     """A token count from a usage object: ``value`` when it is a positive int (not a bool), else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def reported_total(total: Any, prompt: int, completion: int) -> int | None:
+    """The provider's total token count when it is an int that differs from ``prompt + completion``,
+    else None (``Usage`` then adds the two up)."""
+    return total if isinstance(total, int) and not isinstance(total, bool) and total != prompt + completion else None
+
+
+def data_url(media: Media) -> str:
+    """``media`` as a URL: its own when it is a URL, else a base64 ``data:`` URL of its bytes."""
+    if isinstance(media.data, str):
+        return media.data
+    return f"data:{media.mime_type};base64,{base64.b64encode(media.data).decode('ascii')}"
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
