@@ -78,6 +78,22 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 StructuredOutputStyle = Literal["json_schema", "json_object"]
 _TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
+
+
+def openai_endpoint(base_url: str | None, api_key: str | None) -> tuple[str, str | None, str]:
+    """(base URL, API key, where the key came from) for an OpenAI model.
+
+    The URL is ``base_url``, else ``OPENAI_BASE_URL``, else the hosted API; the key is ``api_key``,
+    else ``OPENAI_API_KEY``. The hosted API always needs a key; local OpenAI-compatible servers
+    usually do not, so there a missing key is allowed.
+    """
+    url = env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    key, credential = resolve_api_key(
+        api_key, "OPENAI_API_KEY", provider="OpenAI", required=url.rstrip("/") == DEFAULT_BASE_URL
+    )
+    return url, key, credential
+
+
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
 
@@ -705,11 +721,7 @@ class OpenAIChatModel(HTTPChatModel):
             raise ValueError("structured_output must be None, 'json_schema' or 'json_object'")
         self.structured_output: StructuredOutputStyle = structured_output or "json_schema"
         rungs = ("json_object", "tool") if structured_output == "json_object" else ("native", "json_object", "tool")
-        url = env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        # The hosted API always needs a key; local OpenAI-compatible servers usually do not.
-        key, credential = resolve_api_key(
-            api_key, "OPENAI_API_KEY", provider="OpenAI", required=url.rstrip("/") == DEFAULT_BASE_URL
-        )
+        url, key, credential = openai_endpoint(base_url, api_key)
         all_headers = dict(headers or {})
         if key:
             all_headers["authorization"] = f"Bearer {key}"
@@ -808,10 +820,7 @@ class OpenAIEmbeddingModel(PooledHTTPResource):
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        url = env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        key, credential = resolve_api_key(
-            api_key, "OPENAI_API_KEY", provider="OpenAI", required=url.rstrip("/") == DEFAULT_BASE_URL
-        )
+        url, key, credential = openai_endpoint(base_url, api_key)
         self.model = model
         self.batch_size = batch_size
         self.max_concurrency = max(1, max_concurrency)

@@ -70,11 +70,9 @@ from chatclient.models.http import (
     HTTPChatModel,
     ResponseLimits,
     assistant_text,
-    env_or,
     error_for_status,
-    resolve_api_key,
 )
-from chatclient.models.openai import is_strict_schema
+from chatclient.models.openai import is_strict_schema, openai_endpoint
 from chatclient.models.sse import SSEDecoder
 from chatclient.models.wire import data_url, is_json, reported_total, usage_count
 from chatclient.options import ChatOptions
@@ -91,7 +89,6 @@ __all__ = [
     "responses_input",
 ]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-5-mini"
 API = "openai-responses"  # the hosted-tool table's name for this API (chatclient.tools.builtin)
 
@@ -738,10 +735,7 @@ class OpenAIResponsesModel(HTTPChatModel):
         self.store = bool(store)
         self.previous_response_id = bool(previous_response_id)
         self.reasoning_model = reasoning_model
-        url = env_or(base_url, "OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        key, credential = resolve_api_key(
-            api_key, "OPENAI_API_KEY", provider="OpenAI", required=url.rstrip("/") == DEFAULT_BASE_URL
-        )
+        url, key, credential = openai_endpoint(base_url, api_key)
         all_headers = dict(headers or {})
         if key:
             all_headers["authorization"] = f"Bearer {key}"
