@@ -37,8 +37,11 @@ MAX_REQUEST_BYTES = 1_000_000
 class _AgentExecutor:
     """Runs a chatclient ``Agent`` for each A2A message (the SDK's ``AgentExecutor`` interface)."""
 
-    def __init__(self, agent: Agent, *, input_key: str, expose_errors: bool, max_contexts: int) -> None:
+    def __init__(
+        self, agent: Agent, *, input_key: str, expose_errors: bool, max_contexts: int, max_duration: float | None
+    ) -> None:
         self.agent = agent
+        self.max_duration = max_duration
         self.input_key = input_key
         self.expose_errors = expose_errors
         self.max_contexts = max_contexts
@@ -97,10 +100,14 @@ class _AgentExecutor:
         if waiting is not None:
             run = agent._resume_run(waiting, text, None, None, True)
             run.emit, run.streaming = emit, True
+            if self.max_duration is not None:
+                from chatclient.events import Deadline
+
+                run.deadline = Deadline.start(self.max_duration)
         else:
             inputs = dict(self._contexts.get(context_key, {}))
             inputs[self.input_key] = text
-            run = agent._prepare(inputs, None, None, None, None, emit, True)
+            run = agent._prepare(inputs, None, None, None, self.max_duration, emit, True)
         artifact_id = uuid.uuid4().hex
         streamed: list[str] = []
 
@@ -254,12 +261,14 @@ def a2a_app(
     expose_errors: bool = False,
     max_contexts: int = MAX_CONTEXTS,
     max_request_bytes: int = MAX_REQUEST_BYTES,
+    max_duration: float | None = None,
     task_store: Any = None,
 ) -> Any:
     """An ASGI app serving ``agent`` over A2A (JSON-RPC at ``url``'s path, the card at
     ``/.well-known/agent-card.json``), to mount or run with any ASGI server.
 
-    ``url`` is the public address written in the card. ``task_store`` is an SDK ``TaskStore``
+    ``url`` is the public address written in the card. ``max_duration`` (seconds) bounds each run
+    (past it the task fails with ``DeadlineExceededError``). ``task_store`` is an SDK ``TaskStore``
     (default: in memory).
     """
     from urllib.parse import urlsplit
@@ -278,7 +287,13 @@ def a2a_app(
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(EXTRA_HINT) from exc
     card = agent_card(agent, url=url, name=name, description=description, version=version, streaming=streaming)
-    executor = _executor_class()(agent, input_key=input_key, expose_errors=expose_errors, max_contexts=max_contexts)
+    if max_duration is not None:
+        from chatclient.events import check_max_duration
+
+        max_duration = check_max_duration(max_duration)
+    executor = _executor_class()(
+        agent, input_key=input_key, expose_errors=expose_errors, max_contexts=max_contexts, max_duration=max_duration
+    )
     handler = DefaultRequestHandler(
         agent_executor=executor,
         task_store=task_store if task_store is not None else InMemoryTaskStore(),
@@ -331,8 +346,8 @@ def serve_a2a(
     """Serve ``agent`` (any agent or workflow) over A2A with uvicorn in a background thread.
 
     ``port=0`` picks a free port (see ``server.url``). ``options`` go to ``a2a_app`` (``input_key``,
-    ``expose_errors``, ``max_contexts``, ``max_request_bytes``, ``task_store``, ``version``,
-    ``streaming``). Returns an ``A2AServer``; call ``stop()`` or use it as a context manager.
+    ``expose_errors``, ``max_contexts``, ``max_request_bytes``, ``max_duration``, ``task_store``,
+    ``version``, ``streaming``). Returns an ``A2AServer``; call ``stop()`` or use it as a context manager.
     """
     try:
         import uvicorn

@@ -301,6 +301,17 @@ def test_closing_the_local_stream_cancels_the_remote_task() -> None:
         assert cancelled.wait(10), "the remote agent was not cancelled"
 
 
+def test_a_served_run_is_bounded_by_max_duration() -> None:
+    @agent_function
+    async def dawdle(request: str) -> str:
+        await asyncio.sleep(30)
+        return "late"
+
+    with serve_a2a(dawdle, max_duration=0.3) as server, pytest.raises(A2AError) as caught:
+        a2a_agent(server.url).run(request="x")
+    assert caught.value.reason == "failed" and "DeadlineExceededError" in str(caught.value)
+
+
 def test_a_remote_human_input_suspends_here_and_resumes_there(mode: str) -> None:
     @agent_function(output_key="booking")
     def book(city: str) -> str:
