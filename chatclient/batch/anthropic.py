@@ -65,10 +65,7 @@ class AnthropicBatch(BatchAPI):
                     f"Anthropic rejected the batch because of item {index} (custom_id item-{index}): {exc}"
                 ) from exc
             raise
-        job_id = job.get("id") if isinstance(job, dict) else None
-        if not isinstance(job_id, str):
-            raise BatchError(f"Anthropic did not return a batch id (got {str(job)[:200]!r})")
-        return job_id
+        return self._id_in(job, "a batch id")
 
     def _retrieve(self, part: str) -> dict[str, Any]:
         info = self.http.json("GET", f"{self.path}/{part}")

@@ -146,6 +146,13 @@ class BatchAPI(ABC):
         """``body`` as the exact bytes a synchronous call sends."""
         return self.transport._encode(body)
 
+    def _id_in(self, answer: Any, what: str) -> str:
+        """The ``id`` of the object the provider answered with (``what`` names it in the ``BatchError`` when missing)."""
+        found = answer.get("id") if isinstance(answer, dict) else None
+        if not isinstance(found, str):
+            raise BatchError(f"{self.provider} did not return {what} (got {str(answer)[:200]!r})")
+        return found
+
     # -- building lines -------------------------------------------------------------------------------
 
     def body_for(self, spec: ChatClientRequestSpec, entity: Any = None) -> dict[str, Any]:

@@ -56,9 +56,7 @@ class OpenAIBatch(BatchAPI):
     def _create(self, lines: list[tuple[str, bytes]], first: int) -> str:
         content = b"\n".join(line for _, line in lines) + b"\n"
         uploaded = self.http.upload("/files", data={"purpose": "batch"}, filename="batch.jsonl", content=content)
-        file_id = uploaded.get("id") if isinstance(uploaded, dict) else None
-        if not isinstance(file_id, str):
-            raise BatchError(f"OpenAI did not return a file id for the batch input (got {str(uploaded)[:200]!r})")
+        file_id = self._id_in(uploaded, "a file id for the batch input")
         job = self.http.json(
             "POST",
             "/batches",
@@ -70,10 +68,7 @@ class OpenAIBatch(BatchAPI):
                 "metadata": {"chatclient_first_item": str(first)},
             },
         )
-        job_id = job.get("id") if isinstance(job, dict) else None
-        if not isinstance(job_id, str):
-            raise BatchError(f"OpenAI did not return a batch id (got {str(job)[:200]!r})")
-        return job_id
+        return self._id_in(job, "a batch id")
 
     def _retrieve(self, part: str) -> dict[str, Any]:
         info = self.http.json("GET", f"/batches/{part}")
