@@ -45,6 +45,11 @@ def parse_multipart(rec: Recorded) -> dict[str, tuple[str | None, bytes]]:
     return fields
 
 
+def _public(job: dict[str, Any]) -> dict[str, Any]:
+    """A fake job as the API shows it: without the fake's own ``_`` bookkeeping keys."""
+    return {k: v for k, v in job.items() if not k.startswith("_")}
+
+
 @dataclass
 class FakeOpenAIBatches:
     server: LoopbackServer
@@ -101,16 +106,12 @@ class FakeOpenAIBatches:
         self.jobs[job_id] = job
         self.server.set_default(f"/v1/batches/{job_id}", lambda r: self._get(job_id))
         self.server.set_default(f"/v1/batches/{job_id}/cancel", lambda r: self._cancel(job_id))
-        return Reply(200, json=self._public(job))
-
-    @staticmethod
-    def _public(job: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in job.items() if not k.startswith("_")}
+        return Reply(200, json=_public(job))
 
     def _get(self, job_id: str) -> Reply:
         job = self.jobs[job_id]
         if job["status"] in ("completed", "failed", "expired", "cancelled"):
-            return Reply(200, json=self._public(job))
+            return Reply(200, json=_public(job))
         job["_polls"] += 1
         lines = self.input_lines(job_id)
         if job["status"] == "validating" and self.reject_line is not None and self.reject_line <= len(lines):
@@ -119,13 +120,13 @@ class FakeOpenAIBatches:
                 "object": "list",
                 "data": [{"code": "invalid_request", "message": "bad line", "param": "body", "line": self.reject_line}],
             }
-            return Reply(200, json=self._public(job))
+            return Reply(200, json=_public(job))
         if job["_polls"] < self.steps:
             job["status"] = "in_progress"
             job["request_counts"]["completed"] = len(lines) // 2
-            return Reply(200, json=self._public(job))
+            return Reply(200, json=_public(job))
         self._finish(job_id, "completed")
-        return Reply(200, json=self._public(job))
+        return Reply(200, json=_public(job))
 
     def _finish(self, job_id: str, status: str) -> None:
         job = self.jobs[job_id]
@@ -176,7 +177,7 @@ class FakeOpenAIBatches:
     def _cancel(self, job_id: str) -> Reply:
         self.canceled.append(job_id)
         self._finish(job_id, "cancelled")
-        return Reply(200, json=self._public(self.jobs[job_id]))
+        return Reply(200, json=_public(self.jobs[job_id]))
 
 
 @dataclass
@@ -222,11 +223,7 @@ class FakeAnthropicBatches:
         path = f"/v1/messages/batches/{job_id}"
         self.server.set_default(path, lambda r: self._get(job_id))
         self.server.set_default(path + "/cancel", lambda r: self._cancel(job_id))
-        return Reply(200, json=self._public(job))
-
-    @staticmethod
-    def _public(job: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in job.items() if not k.startswith("_")}
+        return Reply(200, json=_public(job))
 
     def _get(self, job_id: str) -> Reply:
         job = self.jobs[job_id]
@@ -234,7 +231,7 @@ class FakeAnthropicBatches:
             job["_polls"] += 1
             if job["_polls"] >= self.steps:
                 self._finish(job_id, canceled=False)
-        return Reply(200, json=self._public(job))
+        return Reply(200, json=_public(job))
 
     def _finish(self, job_id: str, *, canceled: bool) -> None:
         job = self.jobs[job_id]
@@ -275,4 +272,4 @@ class FakeAnthropicBatches:
         job = self.jobs[job_id]
         job["processing_status"] = "canceling"
         self._finish(job_id, canceled=True)
-        return Reply(200, json=self._public(job))
+        return Reply(200, json=_public(job))
