@@ -27,6 +27,7 @@ from chatclient.models.openai import OpenAIChatModel
 from chatclient.models.openai_responses import OpenAIResponsesModel
 from chatclient.prompt import Prompt
 from chatclient.tools.builtin import DECLARATIONS, CodeExecution, WebFetch, WebSearch
+from tests.conftest import run_spec
 from tests.support import invoke, server_fixtures
 from tests.support.loopback import LoopbackServer, Reply
 from tests.support.responses_replay import load as load_fixture
@@ -110,23 +111,7 @@ def test_the_table_holds_every_dated_type_once() -> None:
 def test_a_model_without_the_tool_fails_before_http(server: LoopbackServer, make: Any, path: str, mode: str) -> None:
     hosted = WebFetch() if path == RESPONSES else WebSearch()
     with make(server) as model, pytest.raises(UnsupportedFeatureError) as info:
-        spec = ChatClient.create(model).prompt("hi").tools(hosted)
-        if mode == "call":
-            spec.call().content()
-        elif mode == "stream":
-            list(spec.stream().content())
-        elif mode == "acall":
-            import asyncio
-
-            asyncio.run(spec.acall().content())
-        else:
-            import asyncio
-
-            async def drain() -> None:
-                async for _ in spec.astream().content():
-                    pass
-
-            asyncio.run(drain())
+        run_spec(ChatClient.create(model).prompt("hi").tools(hosted), mode)
     assert info.value.feature == hosted.tool_name
     assert server.requests_to(path) == []
 
