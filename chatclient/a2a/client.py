@@ -16,6 +16,7 @@ task); ``failed``, ``rejected``, ``canceled`` and ``auth-required`` raise ``A2AE
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import re
 import uuid
@@ -27,7 +28,7 @@ import httpx
 
 from chatclient.a2a._sdk import clip, json_format, sdk
 from chatclient.agents.agent import _Template
-from chatclient.agents.base import Agent, Step, SuspendRun, check_key, check_name
+from chatclient.agents.base import Agent, RunCancelled, Step, SuspendRun, check_key, check_name
 from chatclient.agents.scope import AgenticScope
 from chatclient.errors import A2AError
 from chatclient.events import TextDelta
@@ -43,6 +44,8 @@ MAX_TURNS = 20
 
 BINDINGS = ("JSONRPC", "HTTP+JSON")
 """The A2A protocol bindings the client speaks (the remote card's preference decides among them)."""
+CANCEL_POLL = 0.05
+"""Seconds between two looks at a sync stream's "closed" flag while a remote call is in flight."""
 CANCEL_TIMEOUT = 5.0
 """Seconds a cancelled call waits for the remote agent to accept the cancellation of its task."""
 
@@ -241,7 +244,7 @@ class A2AAgent(Agent):
             stored = scope.read(self.context_key)
             task_id, context_id = "", stored if isinstance(stored, str) else ""
         for _ in range(MAX_TURNS):
-            answer = await self._exchange(text, task_id, context_id, emit)
+            answer = await self._exchange(text, task_id, context_id, emit, run)
             if answer.context_id:
                 scope.write(self.context_key, answer.context_id)
             if answer.state != "TASK_STATE_INPUT_REQUIRED":
@@ -346,7 +349,9 @@ class A2AAgent(Agent):
             context_id,
         )
 
-    async def _exchange(self, text: str, task_id: str, context_id: str, emit: Callable[[Any], None] | None) -> _Answer:
+    async def _exchange(
+        self, text: str, task_id: str, context_id: str, emit: Callable[[Any], None] | None, run: Any = None
+    ) -> _Answer:
         """Send one message and fold the answer's events; raise ``A2AError`` for a failed task."""
         a2a = sdk()
         types = a2a.types
@@ -387,7 +392,18 @@ class A2AAgent(Agent):
                 finally:
                     await client.close()
 
-        await self._guard(exchange(), task_id, context_id)
+        work = asyncio.ensure_future(self._guard(exchange(), task_id, context_id))
+        if run is not None and run.emit is not None and not run.is_async:
+            # A sync stream's consumer that closes the stream only sets run.cancelled (this loop runs
+            # in the stream's worker thread): watch it, and cancel the call (and the remote task).
+            while not work.done():
+                await asyncio.wait({work}, timeout=CANCEL_POLL)
+                if run.cancelled and not work.done():
+                    work.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await work
+                    raise RunCancelled()
+        await work
         state = answer.state
         if state in _END_STATES:
             detail = clip(answer.status_text or answer.text()) or "no reason given"

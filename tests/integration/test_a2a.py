@@ -299,6 +299,12 @@ def test_closing_the_local_stream_cancels_the_remote_task() -> None:
 
         assert asyncio.run(first_delta_then_close()) == "tick"
         assert cancelled.wait(10), "the remote agent was not cancelled"
+        # The same from a sync stream, whose run goes on in a worker thread.
+        cancelled.clear()
+        stream = remote.stream(request="go")
+        assert next(e for e in stream if isinstance(e, TextDelta)).text == "tick"
+        stream.close()  # returns once the worker stopped: the in-flight call was cancelled, not awaited
+        assert cancelled.wait(10), "the remote agent was not cancelled"
 
 
 def test_a_served_run_is_bounded_by_max_duration() -> None:
