@@ -18,24 +18,10 @@ from chatclient import ChatClient
 from chatclient.errors import ToolApprovalError
 from chatclient.messages import AssistantMessage, ToolCall
 from chatclient.testing import ScriptedChatModel
-from chatclient.tools import tool
 from tests.conftest import run_spec
+from tests.support.approval_tools import SENT, balance, send_money
 
-SENT: list[tuple[str, int]] = []
 KEY = b"application-key-0123456789abcdef"
-
-
-@tool(requires_approval=True)
-def send_money(to: str, amount: int) -> str:
-    """Send money to someone."""
-    SENT.append((to, amount))
-    return f"sent {amount} to {to}"
-
-
-@tool
-def balance() -> int:
-    """The account balance."""
-    return 100
 
 
 @pytest.fixture(autouse=True)

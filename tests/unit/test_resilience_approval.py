@@ -11,23 +11,8 @@ from chatclient import ChatClient
 from chatclient.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from chatclient.request import ContextKeys
 from chatclient.testing import ScriptedChatModel
-from chatclient.tools import tool
 from tests.conftest import run_spec
-
-SENT: list[tuple[str, int]] = []
-
-
-@tool(requires_approval=True)
-def send_money(to: str, amount: int) -> str:
-    """Send money to someone."""
-    SENT.append((to, amount))
-    return f"sent {amount} to {to}"
-
-
-@tool
-def balance() -> int:
-    """The account balance."""
-    return 100
+from tests.support.approval_tools import SENT, balance, send_money
 
 
 @pytest.fixture(autouse=True)
