@@ -168,6 +168,8 @@ class ModelCapabilities:
     ``native_structured_output`` to whether any rung is listed. ``logprobs``: the model reports
     token log-probabilities (``logprobs`` / ``top_logprobs`` in ``ChatOptions.extra``) in each
     generation's ``metadata.extra["logprobs"]``, in OpenAI's shape; decision models need it.
+    ``context_window``: input + output tokens the model accepts; ``None`` falls back to the dated
+    table in ``chatclient.tokens`` (``context_window(model)``).
     """
 
     native_structured_output: bool = False
@@ -176,6 +178,7 @@ class ModelCapabilities:
     vision: bool = False
     structured_output: tuple[str, ...] | None = None
     logprobs: bool = False
+    context_window: int | None = None
 
     def __post_init__(self) -> None:
         rungs = self.structured_output

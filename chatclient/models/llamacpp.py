@@ -28,6 +28,7 @@ penalise copying a name from the prompt), and the template's turn markers as sto
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -659,6 +660,8 @@ class LlamaCppChatModel(Reconstructible, BaseChatModel):
         except ChatTemplateError:
             self.llama.close()
             raise
+        # The window this instance was loaded with, for ContextWindowAdvisor and chatclient.tokens.
+        self.capabilities = dataclasses.replace(type(self).capabilities, context_window=int(self.llama.n_ctx()))
         self.seed = seed
         self.repeat_penalty = repeat_penalty
         self.default_options = DEFAULT_OPTIONS.merge(options)
@@ -729,6 +732,37 @@ class LlamaCppChatModel(Reconstructible, BaseChatModel):
         t = self.chat_template
         origin = {"gguf": "stored in the GGUF", "family": "the model family's", "explicit": "chosen by the caller"}
         return f"{self.model_name} (llama.cpp in-process; chat template {t.name!r}, {origin.get(t.source, t.source)})"
+
+    def token_counter(self) -> Any:
+        """A ``chatclient.tokens.TemplateTokenCounter`` on this model's own tokenizer and chat template.
+
+        Offline and cached per message; within a token or two of :meth:`count_tokens`.
+        """
+        counter = getattr(self, "_token_counter", None)
+        if counter is None:
+            from chatclient.tokens import TemplateTokenCounter
+
+            llama = self.llama
+            template = self.chat_template.template or dict(llama.metadata).get("tokenizer.chat_template")
+            eos_id, bos_id = llama.token_eos(), llama.token_bos()
+
+            def encode(text: str) -> list[int]:
+                return list(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+            counter = TemplateTokenCounter(
+                encode,
+                template,
+                bos_token=llama._model.token_get_text(bos_id) if bos_id != -1 else "",
+                eos_token=llama._model.token_get_text(eos_id) if eos_id != -1 else "",
+            )
+            self._token_counter = counter
+        return counter
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """The tokens ``prompt`` takes as this model reads it: the chat template rendered in full and
+        tokenized here (tools counted as their JSON). No network, no generation."""
+        counter = self.token_counter()
+        return int(counter.exact(prompt.messages) + (counter.count((), prompt.tools) - counter.count(()) if prompt.tools else 0))
 
     # -- request building ------------------------------------------------------------------------
 
