@@ -289,10 +289,10 @@ class A2AAgent(Agent):
         self._card_json = json_format().MessageToJson(card)
         self.url = getattr(self, "url", None) or str(interfaces[0].url)
 
-    def _http(self) -> httpx.AsyncClient:
+    def _http(self, extra: Mapping[str, str] | None = None) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             transport=_BoundedTransport(self.max_response_bytes),
-            headers=self.headers,
+            headers={**self.headers, **(extra or {})},
             timeout=httpx.Timeout(self.timeout),
         )
 
@@ -367,7 +367,7 @@ class A2AAgent(Agent):
         emitted: list[bool] = [False]
 
         async def exchange() -> None:
-            async with self._http() as http:
+            async with self._http(_trace_headers()) as http:
                 config = a2a.client.ClientConfig(
                     streaming=self.streaming, httpx_client=http, supported_protocol_bindings=list(BINDINGS)
                 )
@@ -491,6 +491,22 @@ async def _cancel_remote(client: Any, task_id: str) -> None:
             await client.cancel_task(sdk().types.CancelTaskRequest(id=task_id))
     except Exception:  # the task may have ended meanwhile, or the agent be gone: the original error counts
         pass
+
+
+def _trace_headers() -> dict[str, str]:
+    """The W3C trace context (``traceparent``) of the current span when OpenTelemetry observes this
+    process, so the remote agent's spans join this trace."""
+    from chatclient import observation
+
+    if observation.get_observer() is None:
+        return {}
+    try:
+        from opentelemetry import propagate
+    except ImportError:
+        return {}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
 
 
 def _url_secrets(url: str) -> list[str]:

@@ -118,29 +118,36 @@ class _AgentExecutor:
                 )
                 streamed.append(chunk)
 
-        forwarder = asyncio.create_task(forward())
+        token = _join_trace(context)  # the caller's trace, when OpenTelemetry observes this process
         try:
-            result = await agent._run_async(run)
-        except Exception as exc:
+            forwarder = asyncio.create_task(forward())
+            try:
+                result = await agent._run_async(run)
+            except Exception as exc:
+                await _finish(forwarder, deltas, loop)
+                reason = f"{type(exc).__name__}: {clip(str(exc))}" if self.expose_errors else type(exc).__name__
+                await updater.failed(updater.new_agent_message([types.Part(text=f"the agent failed: {reason}")]))
+                return
+            except BaseException:
+                await _finish(forwarder, deltas, loop)
+                raise
             await _finish(forwarder, deltas, loop)
-            reason = f"{type(exc).__name__}: {clip(str(exc))}" if self.expose_errors else type(exc).__name__
-            await updater.failed(updater.new_agent_message([types.Part(text=f"the agent failed: {reason}")]))
-            return
-        except BaseException:
-            await _finish(forwarder, deltas, loop)
-            raise
-        await _finish(forwarder, deltas, loop)
-        if result.suspended is not None:
-            self._remember(self._waiting, task_key, result.scope)
-            await updater.requires_input(updater.new_agent_message([types.Part(text=result.suspended.question)]))
-            return
-        self._remember(self._contexts, context_key, dict(result.scope.state))
-        answer = output_text(result.output)
-        if "".join(streamed) != answer:  # nothing streamed, or the workflow's output is not its last text
-            await updater.add_artifact(
-                [types.Part(text=answer)], artifact_id=artifact_id, name="answer", append=False, last_chunk=True
-            )
-        await updater.complete()
+            if result.suspended is not None:
+                self._remember(self._waiting, task_key, result.scope)
+                await updater.requires_input(updater.new_agent_message([types.Part(text=result.suspended.question)]))
+                return
+            self._remember(self._contexts, context_key, dict(result.scope.state))
+            answer = output_text(result.output)
+            if "".join(streamed) != answer:  # nothing streamed, or the workflow's output is not its last text
+                await updater.add_artifact(
+                    [types.Part(text=answer)], artifact_id=artifact_id, name="answer", append=False, last_chunk=True
+                )
+            await updater.complete()
+        finally:
+            if token is not None:
+                from opentelemetry import context as otel_context
+
+                otel_context.detach(token)
 
     async def cancel(self, context: Any, event_queue: Any) -> None:
         from a2a.server.tasks import TaskUpdater
@@ -149,6 +156,24 @@ class _AgentExecutor:
         for key in [k for k in self._waiting if k.endswith(f"\x00{context.task_id}")]:
             self._waiting.pop(key, None)
         await updater.cancel()
+
+
+def _join_trace(context: Any) -> Any:
+    """Make the caller's W3C trace context (``traceparent``) current, when OpenTelemetry observes this
+    process: the served run's spans then continue the caller's trace. Returns the token to detach."""
+    from chatclient import observation
+
+    if observation.get_observer() is None:
+        return None
+    try:
+        from opentelemetry import context as otel_context
+        from opentelemetry import propagate
+    except ImportError:
+        return None
+    headers = getattr(getattr(context, "call_context", None), "state", {}).get("headers") or {}
+    if "traceparent" not in headers:
+        return None
+    return otel_context.attach(propagate.extract(headers))
 
 
 async def _finish(forwarder: asyncio.Task[None], deltas: asyncio.Queue[str | None], loop: Any) -> None:

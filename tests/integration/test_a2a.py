@@ -634,3 +634,28 @@ def test_the_guide_snippets_run_and_print_what_the_page_shows() -> None:
         for block in blocks:
             exec(compile(block, "docs/guide/a2a.md", "exec"), namespace)  # our own documentation
     assert out.getvalue().splitlines() == shown
+
+
+def test_the_served_run_continues_the_callers_trace() -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from chatclient.observability.otel import instrument, uninstrument
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrument(provider)
+    try:
+        with serve_a2a(SHOUTER) as server:
+            remote = a2a_agent(server.url, name="caller_side", description="the local face")
+            assert asyncio.run(remote.arun(request="traced")).output == "TRACED (turn 1)"
+    finally:
+        uninstrument()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    local, served = spans["invoke_agent caller_side"], spans["invoke_agent shouter"]
+    assert served.context.trace_id == local.context.trace_id  # one trace across the HTTP boundary
+    assert served.parent is not None and served.parent.span_id == local.context.span_id
+    assert spans["invoke_agent shout"].parent.span_id == served.context.span_id  # the served tree below it
