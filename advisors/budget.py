@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from chatclient._pickling import PicklesWithoutLocks
 from chatclient.advisor import HIGHEST_PRECEDENCE, AdvisorChain, BaseAdvisor
 from chatclient.errors import BudgetExceededError, SharedStateError
 from chatclient.models.base import ChatResponse, Usage
@@ -81,7 +82,7 @@ def _over(limit: float | None, value: float) -> bool:
     return limit is not None and value > limit
 
 
-class Budget:
+class Budget(PicklesWithoutLocks):
     """A budget shared by every request of a client (or several clients), per key and per period.
 
     ``period`` is ``"day"`` (the UTC calendar day), a number of seconds (fixed windows), or
@@ -128,16 +129,6 @@ class Budget:
             from chatclient.resilience.redis_state import RedisState
 
             self._redis = RedisState(redis_url)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # The lock stays behind; a Redis-backed budget travels as its URL and namespace.
-        state = self.__dict__.copy()
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _redis_key(self, key: str) -> str:
         return f"{self.namespace}:{key}:{self._window()}"

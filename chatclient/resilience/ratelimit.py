@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from chatclient._pickling import PicklesWithoutLocks
 from chatclient.errors import RateLimitError, SharedStateError
 from chatclient.models.base import BaseChatModel, ChatModel, ChatResponse, Usage
 from chatclient.models.response_headers import listen_to_responses
@@ -147,7 +148,7 @@ class _Bucket:
         self.level = min(self.level, float(remaining))
 
 
-class RateLimiter:
+class RateLimiter(PicklesWithoutLocks):
     """Requests per minute and/or tokens per minute for one model, shared safely by threads and tasks.
 
     ``redis_url`` makes the limit fleet-wide: every limiter with the same URL and ``key`` (in any
@@ -217,15 +218,11 @@ class RateLimiter:
             self._redis = RedisState(redis_url)
 
     def __getstate__(self) -> dict[str, Any]:
-        # The lock stays behind; a Redis-backed limiter travels as its URL and key.
-        state = self.__dict__.copy()
-        del state["_lock"]
+        # A fresh lock where it arrives and no callers waiting at the gate; a Redis-backed limiter
+        # travels as its URL and key.
+        state = super().__getstate__()
         state["_gated"] = set()
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _shared(self, fn: Callable[[], Any]) -> Any:
         """Run a Redis step; with on_redis_error='local' a failure is logged and ``None`` returned."""
