@@ -13,7 +13,13 @@ prefix cache off so each answer depends only on its prompt):
   (a line or a 6-word run that occurs three times);
 - 10 extractions with ``call().entity(T)`` on the native path (the JSON schema becomes a llama.cpp
   grammar), counted right only when the whole object equals the expected one;
-- seconds per answer (mean) for each of the two.
+- seconds per answer (mean) for each of the two;
+- the first hour (issue 27, data in ``benchmarks/data/first_hour.json``): 3 questions over the
+  Markdown files of ``examples/data/kettle`` answered through ``QuestionAnswerAdvisor`` with its
+  default template (MiniLM embeddings when installed, else ``HashingEmbeddingModel``), right when
+  the expected phrase is in the answer; and 5 nested invoice extractions (number, date, total and a
+  list of line items) with the model's default options, counted right when number, date and total
+  all are, and cut when the token limit ended the answer.
 
 Speed (``--speed``, the default chat model): load time; prompt processing (a ~400-token prompt, 1
 generated token, a different first word each run so the prefix cache cannot skip work); free
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -115,7 +122,7 @@ def chat_checks(answer: str, keywords: tuple[str, ...]) -> dict[str, bool]:
     }
 
 
-def quality(name: str, verbose: bool) -> dict[str, Any]:
+def quality(name: str, verbose: bool, store: Any = None) -> dict[str, Any]:
     """Load one bundled model and run the 10 chat prompts and the 10 extractions."""
     start = time.perf_counter()
     model = LlamaCppChatModel.from_bundled(name, n_ctx=2048, seed=42, prefix_cache=False)
@@ -152,7 +159,9 @@ def quality(name: str, verbose: bool) -> dict[str, Any]:
         exact += got == expected
         if verbose:
             print(f"  [{name}] {text!r} -> {got!r}{'' if got == expected else '  WRONG'}")
+    hour = first_hour(client, store, name, verbose) if store is not None else None
     return {
+        "first_hour": hour,
         "name": name,
         "template": f"{model.chat_template.source}:{model.chat_template.name}",
         "load_s": load_s,
@@ -161,6 +170,106 @@ def quality(name: str, verbose: bool) -> dict[str, Any]:
         "exact": exact,
         "extract_s": statistics.mean(extract_s),
     }
+
+
+FIRST_HOUR = json.loads((Path(__file__).parent / "data" / "first_hour.json").read_text())
+KETTLE = Path(__file__).resolve().parent.parent / "examples" / "data" / "kettle"
+
+
+class LineItem(BaseModel):
+    description: str
+    quantity: int
+    unit_price: float
+
+
+class NestedInvoice(BaseModel):
+    number: str
+    date: str
+    total: float
+    items: list[LineItem]
+
+
+def kettle_store() -> Any:
+    """The kettle manual's sections in a vector store (MiniLM when installed, else word hashing)."""
+    from chatclient.rag import HashingEmbeddingModel, MarkdownReader, SimpleVectorStore
+
+    try:
+        from chatclient.rag import LocalEmbeddingModel
+
+        embedding: Any = LocalEmbeddingModel()
+        embedding.embed(["warm-up"])
+    except Exception:  # the MiniLM weights are optional
+        embedding = HashingEmbeddingModel(dimensions=1024, char_ngrams=True)
+    store = SimpleVectorStore(embedding)
+    for path in sorted(KETTLE.glob("*.md")):
+        store.add(MarkdownReader(path).read())
+    return store
+
+
+def first_hour(client: ChatClient, store: Any, name: str, verbose: bool) -> dict[str, Any]:
+    """RAG answers with QuestionAnswerAdvisor's default template, and nested extractions."""
+    from advisors import QuestionAnswerAdvisor
+    from chatclient.rag import SearchRequest
+
+    qa = QuestionAnswerAdvisor(store, SearchRequest(top_k=2))
+    rag_right, rag_s = 0, []
+    for case in FIRST_HOUR["rag_questions"]:
+        start = time.perf_counter()
+        answer = client.prompt(case["question"]).advisors(qa).options(ChatOptions(temperature=0.0)).call().content()
+        rag_s.append(time.perf_counter() - start)
+        right = any(k in (answer or "").lower() for k in case["any_of"])
+        rag_right += right
+        if verbose:
+            print(f"  [{name}] RAG {case['question']!r} -> {(answer or '')[:160]!r}{'' if right else '  WRONG'}")
+    nested_right, cut, nested_s = 0, 0, []
+    for case in FIRST_HOUR["invoices"]:
+        start = time.perf_counter()
+        spec = (
+            client.prompt()
+            .user(f"Extract the invoice from this text: {case['text']}")
+            .advisors(params={ContextKeys.NATIVE_STRUCTURED_OUTPUT: True})
+            .options(ChatOptions(temperature=0.0))
+            .call()
+        )
+        try:
+            result = spec.response_entity(NestedInvoice)
+            invoice, response = result.entity, result.response
+        except Exception as exc:  # a failed conversion counts as wrong
+            invoice, response = None, spec.chat_response()
+            if verbose:
+                print(f"  [{name}] {type(exc).__name__}: {str(exc)[:200]}")
+        nested_s.append(time.perf_counter() - start)
+        finish = response.result.finish_reason if response is not None and response.result is not None else None
+        cut += finish == "length"
+        right = invoice is not None and (
+            invoice.number.strip("# ") == case["number"]
+            and invoice.date == case["date"]
+            and abs(invoice.total - case["total"]) < 0.005
+        )
+        nested_right += right
+        if verbose:
+            shown = invoice.model_dump() if invoice is not None else None
+            print(f"  [{name}] invoice {case['number']} -> {str(shown)[:200]} finish={finish}{'' if right else '  WRONG'}")
+    return {
+        "rag": rag_right,
+        "rag_s": statistics.mean(rag_s),
+        "nested": nested_right,
+        "cut": cut,
+        "nested_s": statistics.mean(nested_s),
+    }
+
+
+def print_first_hour_table(rows: list[dict[str, Any]]) -> None:
+    n_rag, n_inv = len(FIRST_HOUR["rag_questions"]), len(FIRST_HOUR["invoices"])
+    print("| model | RAG answers right (default QA template) | s/RAG answer | nested invoices right "
+          "(number, date, total) | cut by the token limit | s/invoice |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        f = r["first_hour"]
+        print(
+            f"| {r['name']} | {f['rag']}/{n_rag} | {f['rag_s']:.2f} | {f['nested']}/{n_inv} "
+            f"| {f['cut']}/{n_inv} | {f['nested_s']:.2f} |"
+        )
 
 
 def print_quality_table(rows: list[dict[str, Any]]) -> None:
@@ -293,12 +402,15 @@ def main() -> None:
     print(f"# local model benchmark, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
     rows = []
+    store = kettle_store()
     for name in BUNDLED_MODELS:
         if not bundled_model_available(name):
             print(f"{name}: not installed ({BUNDLED_MODELS[name].install}), skipped")
             continue
-        rows.append(quality(name, args.verbose))
+        rows.append(quality(name, args.verbose, store))
     print_quality_table(rows)
+    print()
+    print_first_hour_table(rows)
     if args.speed:
         speed(args.runs, args.threads)
 
