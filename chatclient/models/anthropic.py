@@ -96,7 +96,7 @@ from chatclient.models.http import (
     resolve_api_key,
 )
 from chatclient.models.sse import SSEDecoder
-from chatclient.models.wire import arguments_object
+from chatclient.models.wire import arguments_object, arguments_text
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -392,11 +392,6 @@ def finish_reason(raw: str | None) -> str | None:
     return None if raw is None else _FINISH.get(raw, raw)
 
 
-def _arguments(value: Any) -> str:
-    # One serialisation for both paths, so a streamed call aggregates to the same text.
-    return json.dumps(value if value is not None else {}, ensure_ascii=False)
-
-
 def _gen_meta(raw: str | None, stop_sequence: Any = None, stop_details: Any = None) -> GenerationMetadata:
     extra: dict[str, Any] = {}
     if raw is not None:
@@ -585,7 +580,7 @@ def parse_message(payload: Any) -> ChatResponse:
             texts.append(block.get("text") or "")
             citations.extend(_citations(block))
         elif kind == "tool_use":
-            calls.append(ToolCall(block["id"], block["name"], _arguments(block.get("input"))))
+            calls.append(ToolCall(block["id"], block["name"], arguments_text(block.get("input"))))
         elif (r := _reasoning_of(block)) is not None:
             reasoning.append(r)
     raw = payload.get("stop_reason")
@@ -771,7 +766,7 @@ class AnthropicStreamParser:
         if state.get("type") != "tool_use":
             return []
         self._saw_tools = True
-        call = ToolCall(str(state.get("id") or ""), str(state.get("name") or ""), _arguments(value))
+        call = ToolCall(str(state.get("id") or ""), str(state.get("name") or ""), arguments_text(value))
         return [self._chunk(AssistantMessage(None, (call,)))]
 
     def _partial_calls(self) -> list[ToolCall]:

@@ -72,7 +72,14 @@ from chatclient.models.http import (
     error_for_status,
 )
 from chatclient.models.sigv4 import CredentialSource, sign
-from chatclient.models.wire import arguments_object, deep_merge, json_object, reported_total, usage_count
+from chatclient.models.wire import (
+    arguments_object,
+    arguments_text,
+    deep_merge,
+    json_object,
+    reported_total,
+    usage_count,
+)
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -346,10 +353,6 @@ def _usage(payload: Any) -> Usage:
     return Usage(prompt, completion, read, write, 0, reported)
 
 
-def _arguments(value: Any) -> str:
-    return json.dumps(value if value is not None else {}, ensure_ascii=False)
-
-
 def _reasoning(block: Mapping[str, Any]) -> Reasoning | None:
     content = block.get("reasoningContent")
     if not isinstance(content, Mapping):
@@ -399,7 +402,7 @@ def parse_converse(payload: Any, model_id: str | None = None) -> ChatResponse:
             texts.append(str(block.get("text") or ""))
         elif isinstance(block.get("toolUse"), Mapping):
             use = block["toolUse"]
-            calls.append(ToolCall(str(use["toolUseId"]), str(use["name"]), _arguments(use.get("input"))))
+            calls.append(ToolCall(str(use["toolUseId"]), str(use["name"]), arguments_text(use.get("input"))))
         elif (r := _reasoning(block)) is not None:
             reasoning.append(r)
     keep = any(not (set(b) & _PLAIN_BLOCKS) for b in blocks)
@@ -521,7 +524,7 @@ class BedrockStreamParser:
         text = "".join(fragments).strip()
         try:
             value = jsonsafe.loads(text) if text else {}
-            arguments, meta = _arguments(value), {}
+            arguments, meta = arguments_text(value), {}
         except ValueError:
             arguments, meta = text, {"partial": True}
         self._calls += 1

@@ -79,7 +79,7 @@ from chatclient.models.http import (
 )
 from chatclient.models.sse import SSEDecoder
 from chatclient.models.tool_media import media_note, tool_text
-from chatclient.models.wire import arguments_object, deep_merge, json_object, usage_count
+from chatclient.models.wire import arguments_object, arguments_text, deep_merge, json_object, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -449,9 +449,7 @@ def _new_call(fn: Mapping[str, Any], signature: Any) -> ToolCall:
     if isinstance(signature, str) and signature:
         meta[SIGNATURE_KEY] = signature
     args = fn.get("args")
-    return ToolCall(
-        call_id, str(fn.get("name") or ""), json.dumps(args if args is not None else {}, ensure_ascii=False), meta
-    )
+    return ToolCall(call_id, str(fn.get("name") or ""), arguments_text(args), meta)
 
 
 def _needs_parts(parts: Sequence[Mapping[str, Any]]) -> bool:

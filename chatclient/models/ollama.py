@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -56,7 +55,7 @@ from chatclient.models.http import (
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.sse import NDJSONDecoder
 from chatclient.models.tool_media import media_note, tool_text
-from chatclient.models.wire import arguments_object, usage_count
+from chatclient.models.wire import arguments_object, arguments_text, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 
@@ -188,7 +187,7 @@ def _calls(message: Mapping[str, Any], start: int) -> tuple[ToolCall, ...]:
     for n, tc in enumerate(message.get("tool_calls") or (), start=start):
         fn = tc["function"]
         args = fn.get("arguments")
-        text = args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
+        text = args if isinstance(args, str) else arguments_text(args)
         calls.append(ToolCall(str(tc.get("id") or f"call_{n}"), fn["name"], text))
     return tuple(calls)
 

@@ -2,13 +2,14 @@
 
 Each provider module maps chatclient types to its own wire format; the few steps they all take
 the same way live here: reading usage counts, merging ``ChatOptions.extra`` into a body, media as
-a ``data:`` URL, telling whether streamed tool arguments arrived whole, and turning tool arguments
-and results into the JSON objects an API wants.
+a ``data:`` URL, telling whether streamed tool arguments arrived whole, turning tool arguments and
+results into the JSON objects an API wants and a call's input object back into arguments text.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from chatclient.messages import Media, ToolCall
 
 __all__ = [
     "arguments_object",
+    "arguments_text",
     "data_url",
     "deep_merge",
     "is_json",
@@ -79,6 +81,14 @@ def arguments_object(call: ToolCall, *, partial_ok: bool = False) -> Any:
         if partial_ok and call.metadata.get("partial"):
             return {}
         raise ValueError(f"tool call arguments are not valid JSON: {arguments[:100]!r}") from None
+
+
+def arguments_text(value: Any) -> str:
+    """A tool call's input object as ``ToolCall.arguments`` text (``None`` -> ``"{}"``).
+
+    One serialisation for whole answers and streams, so a streamed call aggregates to the same text.
+    """
+    return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
 def json_object(data: str) -> dict[str, Any] | None:
