@@ -7,7 +7,6 @@ refusals as ``RefusalError``; the tool loop end to end through ``ChatClient``.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from chatclient.prompt import Prompt
 from chatclient.tools import tool
 from tests.support import invoke, server_fixtures
 from tests.support.loopback import LoopbackServer, Reply
+from tests.support.recorded import recorded_file
 
 pytestmark = pytest.mark.integration
 loopback_server, server = server_fixtures()
@@ -34,13 +34,7 @@ STREAMS = ("stream", "astream")
 
 
 def recorded(name: str, *, whole: bool = False) -> Reply:
-    rng = random.Random(name)
-    split = () if whole else tuple(rng.randint(1, 23) for _ in range(64))
-    body = (DATA / name).read_bytes()
-    if name.endswith(".sse"):
-        return Reply(200, body=body, headers={"content-type": "text/event-stream"}, split=split)
-    status = int(name.split("_")[1].split(".")[0]) if name.startswith("error_") else 200
-    return Reply(status, body=body, split=split)
+    return recorded_file(DATA / name, seed=name, whole=whole)
 
 
 def make_model(srv: LoopbackServer, **kw: Any) -> AzureOpenAIChatModel:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from chatclient.prompt import Prompt, ToolDefinition
 from chatclient.tools import tool
 from tests.support import invoke, server_fixtures
 from tests.support.loopback import LoopbackServer, Reply
+from tests.support.recorded import recorded_file
 
 pytestmark = pytest.mark.integration
 loopback_server, server = server_fixtures()
@@ -49,13 +49,7 @@ SIG_TEXT = "CsYBAdHtim9Vx0wQ3tN7Ky5dbXl9b1nnHZ1pXq3T0nTxRzQ=="
 
 def recorded(name: str, *, whole: bool = False, seed: int = 0) -> Reply:
     """The fixture as an HTTP answer: whole, or split into random 1..23 byte chunks."""
-    rng = random.Random(f"{name}-{seed}")
-    sizes = () if whole else tuple(rng.randint(1, 23) for _ in range(64))
-    body = (DATA / name).read_bytes()
-    if name.endswith(".sse"):
-        return Reply(200, body=body, headers={"content-type": "text/event-stream"}, split=sizes)
-    status = int(name.split("_")[1].split(".")[0]) if name.startswith("error_") else 200
-    return Reply(status, body=body, split=sizes)
+    return recorded_file(DATA / name, seed=f"{name}-{seed}", whole=whole)
 
 
 def make_model(srv: LoopbackServer, **kw: Any) -> GeminiChatModel:

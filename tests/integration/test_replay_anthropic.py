@@ -9,7 +9,6 @@ golden request bodies.
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from chatclient.prompt import Prompt
 from chatclient.tools import tool
 from tests.support import invoke, server_fixtures
 from tests.support.loopback import LoopbackServer, Reply
+from tests.support.recorded import recorded_file
 
 pytestmark = pytest.mark.integration
 loopback_server, server = server_fixtures()
@@ -38,13 +38,7 @@ REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj
 
 def recorded(name: str, seed: int = 0) -> Reply:
     """The fixture ``name`` as an HTTP answer, split into random 1..23 byte chunks."""
-    rng = random.Random(f"{name}-{seed}")
-    sizes = [rng.randint(1, 23) for _ in range(64)]
-    body = (DATA / name).read_bytes()
-    if name.endswith(".sse"):
-        return Reply(200, body=body, headers={"content-type": "text/event-stream"}, split=sizes)
-    status = int(name.split("_")[1].split(".")[0]) if name.startswith("error_") else 200
-    return Reply(status, body=body, split=sizes)
+    return recorded_file(DATA / name, seed=f"{name}-{seed}")
 
 
 def make_model(srv: LoopbackServer, **kw: Any) -> AnthropicChatModel:
