@@ -82,7 +82,7 @@ def load(folder: Path) -> list[Document]:
     splitter = TokenTextSplitter(chunk_size=200, min_chunk_size_chars=50)
     documents: list[Document] = []
     for path in sorted(folder.glob("*.md")):
-        sections = MarkdownReader(path, additional_metadata={"source": path.name}).read()
+        sections = MarkdownReader(path).read()  # each section's metadata names its file ("source")
         documents.extend(splitter.transform(sections))
     return documents
 
