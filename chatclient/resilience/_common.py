@@ -56,9 +56,9 @@ def annotate_span(attribute: str, value: str | float | int) -> None:
     if get_observer() is None:
         return
     try:
-        from opentelemetry import trace
+        from opentelemetry.trace import get_current_span
     except ImportError:  # observation without OpenTelemetry: the response metadata carries it
         return
-    span = trace.get_current_span()
+    span = get_current_span()
     if span.is_recording():
         span.set_attribute(attribute, value)
