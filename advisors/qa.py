@@ -33,9 +33,9 @@ Answer the question in one or two sentences, using only the context above."""
 
 Written for small instruction models as much as large ones (``benchmarks/local_model.py``): on
 SmolLM2-135M the previous template (question first, context between rules, "if the context does
-not contain the answer, say you cannot answer") drew refusals on 3 of 3 questions whose answer
-was in the context; this one answered 3 of 3, and adding the "say you don't know" sentence to it
-brought that back down to 1 of 3."""
+not contain the answer, say you cannot answer") answered 1 of 3 questions whose answer was in the
+context (the other two: "as a chatbot I don't have the capability..."); this one answered 3 of 3,
+and adding a "say you don't know" sentence to it brought that back down to 1 of 3."""
 
 
 class QuestionAnswerAdvisor(BaseAdvisor):
