@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,7 +37,9 @@ def test_quickstart_runs_offline_on_the_local_model(smollm2_path: str) -> None:
     assert "entity: Person(name='Maria Silva', age=31, city='Lisbon')" in lines
     assert 'tool: get_weather({ "city": "Oslo" }) -> {"city":"Oslo","conditions":"light snow","temperature_c":2}' in lines
     answer = next(line for line in lines if line.startswith("answer: "))
-    assert "snow" in answer and "Oslo" in answer
+    # The answer draws on the tool's result. Greedy decoding still differs between CPUs (llama.cpp's SIMD
+    # paths round differently): on one machine the model mentions the snow, on another only the 2 °C.
+    assert "Oslo" in answer and ("snow" in answer or re.search(r"\b2\s*(°|degrees)", answer)), answer
     # the logger stays quiet by default: nothing on stdout beyond the example's lines, nothing on stderr
     assert len(lines) == 8, lines
     assert "chat_client" not in done.stderr
