@@ -28,8 +28,8 @@ from chatclient.memory.window import DEFAULT_MAX_MESSAGES, evict, first_intact_u
 from chatclient.messages import AssistantMessage, Message, SystemMessage, ToolResponseMessage
 
 if TYPE_CHECKING:
-    from chatclient.client import ChatClient, ChatClientBuilder
     from chatclient.models.base import Usage
+    from chatclient.rag._llm import PromptingClient, PromptingClientBuilder
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class SummarizingChatMemory(PicklesWithoutLocks):
 
     def __init__(
         self,
-        chat_client: ChatClient | ChatClientBuilder,
+        chat_client: PromptingClient | PromptingClientBuilder,
         *,
         max_messages: int = DEFAULT_MAX_MESSAGES,
         keep_last: int = 6,

@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chatclient.templates import JinjaTemplateRenderer, TemplateRenderer, default_renderer
 
-if TYPE_CHECKING:
-    from chatclient.client import ChatClient, ChatClientBuilder
+
+class PromptingClient(Protocol):
+    """What RAG modules and the summarizing memory need of a ``ChatClient``: ``prompt()``.
+
+    ``chatclient.client`` sits above ``rag`` and ``memory`` (it assembles them), so they name the
+    client by this protocol rather than import it, not even for types.
+    """
+
+    def prompt(self) -> Any: ...
 
 
-def as_client(chat_client: ChatClient | ChatClientBuilder) -> ChatClient:
+class PromptingClientBuilder(Protocol):
+    """A ``ChatClient`` builder, as far as these helpers are concerned: ``build()``."""
+
+    def build(self) -> PromptingClient: ...
+
+
+def as_client(chat_client: PromptingClient | PromptingClientBuilder) -> PromptingClient:
     """Accept a ChatClient or its builder (built once here)."""
-    from chatclient.client import ChatClient, ChatClientBuilder
-
-    if isinstance(chat_client, ChatClient):
-        return chat_client
-    if isinstance(chat_client, ChatClientBuilder):
-        return chat_client.build()
+    if callable(getattr(chat_client, "prompt", None)):
+        return chat_client  # type: ignore[return-value]
+    build = getattr(chat_client, "build", None)
+    if callable(build):
+        client = build()
+        if callable(getattr(client, "prompt", None)):
+            return client  # type: ignore[no-any-return]
     raise TypeError(f"expected a ChatClient or ChatClient builder, got {type(chat_client).__name__}")
 
 
@@ -39,12 +53,13 @@ def render(template: str, variables: Mapping[str, Any], renderer: TemplateRender
     return (renderer or default_renderer()).render(template, variables)
 
 
-def ask(client: ChatClient, text: str) -> str | None:
+def ask(client: PromptingClient, text: str) -> str | None:
     """Send ``text`` verbatim as the user message and return the answer text."""
-    return client.prompt().user(text).call().content()
+    answer: str | None = client.prompt().user(text).call().content()
+    return answer
 
 
-async def aask(client: ChatClient, text: str) -> str | None:
+async def aask(client: PromptingClient, text: str) -> str | None:
     """Async :func:`ask`."""
     result: str | None = await client.prompt().user(text).acall().content()
     return result

@@ -8,7 +8,7 @@ from chatclient.rag._llm import aask, as_client, ask, check_template, render
 from chatclient.rag.query import Query
 
 if TYPE_CHECKING:
-    from chatclient.client import ChatClient, ChatClientBuilder
+    from chatclient.rag._llm import PromptingClient, PromptingClientBuilder
 
 
 @runtime_checkable
@@ -45,7 +45,7 @@ class MultiQueryExpander:
 
     def __init__(
         self,
-        chat_client: ChatClient | ChatClientBuilder,
+        chat_client: PromptingClient | PromptingClientBuilder,
         number_of_queries: int = 3,
         include_original: bool = True,
         template: str = MULTI_QUERY_TEMPLATE,

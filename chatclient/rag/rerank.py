@@ -26,8 +26,8 @@ from chatclient.errors import ChatClientError
 from chatclient.rag._llm import as_client, check_template, render
 
 if TYPE_CHECKING:
-    from chatclient.client import ChatClient, ChatClientBuilder
     from chatclient.models.base import Usage
+    from chatclient.rag._llm import PromptingClient, PromptingClientBuilder
     from chatclient.rag.documents import Document
     from chatclient.rag.embedding import EmbeddingModel
     from chatclient.rag.query import Query
@@ -152,7 +152,7 @@ class LlmReranker:
 
     def __init__(
         self,
-        chat_client: ChatClient | ChatClientBuilder,
+        chat_client: PromptingClient | PromptingClientBuilder,
         *,
         mode: Literal["listwise", "pointwise"] = "listwise",
         top_n: int | None = None,
@@ -197,7 +197,8 @@ class LlmReranker:
             if response is not None:
                 usage = response.metadata.usage
                 self.usage = usage if self.usage is None else self.usage + usage
-        return result.entity
+        entity: Ranking | Relevance | None = result.entity
+        return entity
 
     def _failed(self, what: str, exc: BaseException) -> None:
         if self.on_error == "raise":

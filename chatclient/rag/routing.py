@@ -29,8 +29,8 @@ from chatclient.rag.joiners import reciprocal_rank_fusion
 from chatclient.rag.retrievers import DocumentRetriever, aretrieve
 
 if TYPE_CHECKING:
-    from chatclient.client import ChatClient, ChatClientBuilder
     from chatclient.models.base import Usage
+    from chatclient.rag._llm import PromptingClient, PromptingClientBuilder
     from chatclient.rag.documents import Document
     from chatclient.rag.query import Query
 
@@ -113,7 +113,7 @@ class QueryRouter:
         self,
         routes: Sequence[Route | DocumentRetriever],
         *,
-        chat_client: ChatClient | ChatClientBuilder | None = None,
+        chat_client: PromptingClient | PromptingClientBuilder | None = None,
         fallback: Literal["defaults", "all", "none"] = "defaults",
         top_k: int | None = None,
         k: int = 60,

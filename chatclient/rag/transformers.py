@@ -13,7 +13,7 @@ from chatclient.rag._llm import aask, as_client, ask, check_template, render
 from chatclient.rag.query import Query
 
 if TYPE_CHECKING:
-    from chatclient.client import ChatClient, ChatClientBuilder
+    from chatclient.rag._llm import PromptingClient, PromptingClientBuilder
 
 
 @runtime_checkable
@@ -65,7 +65,7 @@ Translated query:"""
 class _LlmTransformer:
     _required: tuple[str, ...] = ()
 
-    def __init__(self, chat_client: ChatClient | ChatClientBuilder, template: str) -> None:
+    def __init__(self, chat_client: PromptingClient | PromptingClientBuilder, template: str) -> None:
         if chat_client is None:
             raise ValueError("chat_client cannot be None")
         self.chat_client = as_client(chat_client)
@@ -97,7 +97,7 @@ class RewriteQueryTransformer(_LlmTransformer):
 
     def __init__(
         self,
-        chat_client: ChatClient | ChatClientBuilder,
+        chat_client: PromptingClient | PromptingClientBuilder,
         *,
         target_search_system: str = "vector store",
         template: str = REWRITE_TEMPLATE,
@@ -127,7 +127,7 @@ class CompressionQueryTransformer(_LlmTransformer):
 
     _required = ("history", "query")
 
-    def __init__(self, chat_client: ChatClient | ChatClientBuilder, *, template: str = COMPRESSION_TEMPLATE) -> None:
+    def __init__(self, chat_client: PromptingClient | PromptingClientBuilder, *, template: str = COMPRESSION_TEMPLATE) -> None:
         super().__init__(chat_client, template)
 
     def _variables(self, query: Query) -> dict[str, str]:
@@ -140,7 +140,7 @@ class TranslationQueryTransformer(_LlmTransformer):
     _required = ("target_language", "query")
 
     def __init__(
-        self, chat_client: ChatClient | ChatClientBuilder, *, target_language: str, template: str = TRANSLATION_TEMPLATE
+        self, chat_client: PromptingClient | PromptingClientBuilder, *, target_language: str, template: str = TRANSLATION_TEMPLATE
     ) -> None:
         super().__init__(chat_client, template)
         if not target_language or not target_language.strip():
