@@ -21,6 +21,5 @@ def test_guide_snippets_run_and_print_what_the_page_shows() -> None:
             exec(compile(block, str(GUIDE), "exec"), namespace)  # our own documentation
     printed = out.getvalue()
     shown = "".join(re.findall(r"```text\n(.*?)```", page, flags=re.DOTALL))
-    # the page's output blocks, minus the shell commands of the chat page section
-    expected = "\n".join(line for line in shown.splitlines() if not line.startswith("python ")) + "\n"
+    expected = shown
     assert printed == expected
