@@ -53,6 +53,7 @@ __all__ = [
     "TokenCounterUnavailableError",
     "context_window",
     "message_counter",
+    "tools_cost",
 ]
 
 CONTEXT_WINDOWS_DATE = "2025-08-15"
@@ -125,6 +126,11 @@ def context_window(model: Any) -> int | None:
     return CONTEXT_WINDOWS[best] if best else None
 
 
+def tools_cost(counter: TokenCounter, tools: Sequence[ToolDefinition]) -> int:
+    """The tokens ``tools`` add to a prompt by ``counter``: the count with them minus the count without."""
+    return counter.count((), tools) - counter.count(()) if tools else 0
+
+
 def _role(message: Message) -> str:
     return str(message.type.value)
 
@@ -192,7 +198,7 @@ class _MessageCounterAdapter:
 
     def count(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()) -> int:
         n = sum(self._count(m) for m in messages)
-        return n + (self._tools.count((), tools) - self._tools.count(()) if tools else 0)
+        return n + tools_cost(self._tools, tools)
 
 
 def message_counter(counter: MessageTokenCounter | Callable[[Message], int]) -> TokenCounter:

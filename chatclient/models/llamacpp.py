@@ -761,8 +761,10 @@ class LlamaCppChatModel(Reconstructible, BaseChatModel):
     def count_tokens(self, prompt: Prompt) -> int:
         """The tokens ``prompt`` takes as this model reads it: the chat template rendered in full and
         tokenized here (tools counted as their JSON). No network, no generation."""
+        from chatclient.tokens import tools_cost
+
         counter = self.token_counter()
-        return int(counter.exact(prompt.messages) + (counter.count((), prompt.tools) - counter.count(()) if prompt.tools else 0))
+        return int(counter.exact(prompt.messages) + tools_cost(counter, prompt.tools))
 
     # -- request building ------------------------------------------------------------------------
 
