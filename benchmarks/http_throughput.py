@@ -93,7 +93,7 @@ async def main_async(scale: float) -> None:
     import aiohttp
     import httpx
 
-    from chatclient.models.aiohttp_transport import AiohttpTransport
+    from chatclient.models.http.aiohttp_transport import AiohttpTransport
 
     proc, base_url = start_server()
     messages = [{"role": "user", "content": "Hello"}]

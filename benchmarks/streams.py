@@ -174,7 +174,7 @@ def make_client(base_url: str, transport: str) -> tuple[ChatClient, Any]:
 
     aclient = None
     if transport == "aiohttp":
-        from chatclient.models.aiohttp_transport import AiohttpTransport
+        from chatclient.models.http.aiohttp_transport import AiohttpTransport
 
         aclient = httpx.AsyncClient(transport=AiohttpTransport(limit=0), timeout=120.0)
     model = OpenAIChatModel("gpt-test", api_key="sk-bench", base_url=base_url, timeout=120.0, async_http_client=aclient)

@@ -95,7 +95,7 @@ from chatclient.models.http import (
     error_for_status,
     resolve_api_key,
 )
-from chatclient.models.sse import SSEDecoder
+from chatclient.models.http.sse import SSEDecoder
 from chatclient.models.wire import arguments_object, arguments_text
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition

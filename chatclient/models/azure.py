@@ -37,7 +37,7 @@ from chatclient.errors import AuthenticationError, ModelHTTPError, RefusalError
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata, ModelCapabilities
 from chatclient.models.http import DEFAULT_TIMEOUT, ResponseLimits, env_or, resolve_api_key, validate_api_key
 from chatclient.models.openai import OpenAIChatModel, OpenAIStreamParser, StructuredOutputStyle
-from chatclient.models.sse import SSEDecoder, SSEEvent
+from chatclient.models.http.sse import SSEDecoder, SSEEvent
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 

@@ -4,9 +4,9 @@
 
 Credentials: ``credentials=(key_id, secret[, session_token])``, else the ``AWS_*`` environment, else
 botocore's chain when botocore is installed (``pip install 'chatclient[bedrock]'``: profiles, SSO,
-container and instance roles). Every request is signed on its own (``chatclient.models.sigv4``),
+container and instance roles). Every request is signed on its own (``chatclient.models.http.sigv4``),
 with the clock of that attempt. Streams arrive as AWS event-stream frames
-(``chatclient.models.eventstream``), each checked against its CRCs and the response limits.
+(``chatclient.models.http.eventstream``), each checked against its CRCs and the response limits.
 
 What goes where:
 
@@ -62,7 +62,7 @@ from chatclient.models.base import (
     ModelCapabilities,
     Usage,
 )
-from chatclient.models.eventstream import EventStreamDecoder, EventStreamMessage
+from chatclient.models.http.eventstream import EventStreamDecoder, EventStreamMessage
 from chatclient.models.hosted_tools import function_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
@@ -71,7 +71,7 @@ from chatclient.models.http import (
     assistant_text,
     error_for_status,
 )
-from chatclient.models.sigv4 import CredentialSource, sign
+from chatclient.models.http.sigv4 import CredentialSource, sign
 from chatclient.models.wire import (
     arguments_object,
     arguments_text,

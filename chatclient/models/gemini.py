@@ -77,7 +77,7 @@ from chatclient.models.http import (
     error_for_status,
     resolve_api_key,
 )
-from chatclient.models.sse import SSEDecoder
+from chatclient.models.http.sse import SSEDecoder
 from chatclient.models.tool_media import media_note, tool_text
 from chatclient.models.wire import arguments_object, arguments_text, deep_merge, json_object, usage_count
 from chatclient.options import ChatOptions

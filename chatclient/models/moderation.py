@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from chatclient.errors import ModelResponseError
-from chatclient.models._pooled import PooledHTTPResource
+from chatclient.models.http._pooled import PooledHTTPResource
 
 if TYPE_CHECKING:
     import httpx

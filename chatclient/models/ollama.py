@@ -53,7 +53,7 @@ from chatclient.models.http import (
     resolve_api_key,
 )
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
-from chatclient.models.sse import NDJSONDecoder
+from chatclient.models.http.sse import NDJSONDecoder
 from chatclient.models.tool_media import media_note, tool_text
 from chatclient.models.wire import arguments_object, arguments_text, usage_count
 from chatclient.options import ChatOptions

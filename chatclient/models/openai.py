@@ -52,7 +52,7 @@ from chatclient.models.http import (
     resolve_api_key,
 )
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
-from chatclient.models.sse import SSEDecoder
+from chatclient.models.http.sse import SSEDecoder
 from chatclient.models.tool_media import media_note, tool_text
 from chatclient.models.wire import data_url, is_json, reported_total, usage_count
 from chatclient.options import ChatOptions

@@ -73,7 +73,7 @@ from chatclient.models.http import (
     error_for_status,
 )
 from chatclient.models.openai import is_strict_schema, openai_endpoint
-from chatclient.models.sse import SSEDecoder
+from chatclient.models.http.sse import SSEDecoder
 from chatclient.models.wire import data_url, is_json, reported_total, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition

@@ -11,7 +11,7 @@ order, callers are served first come, first served. Token costs are estimated be
 (prompt characters / 4 plus ``max_tokens``) and corrected with the reported usage afterwards.
 
 How it adapts. The HTTP transport reports every response's headers to the limiter
-(``chatclient.models.response_headers``): OpenAI-style ``x-ratelimit-remaining-requests`` /
+(``chatclient.models.http.response_headers``): OpenAI-style ``x-ratelimit-remaining-requests`` /
 ``x-ratelimit-reset-requests`` (and ``-tokens``), Anthropic ``anthropic-ratelimit-requests-remaining``
 / ``-reset`` (and ``-tokens``, ``-input-tokens``, ``-output-tokens``), and ``Retry-After`` on a 429.
 When the server says nothing is left, the limiter holds every caller until the reset time; when
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from chatclient._pickling import PicklesWithoutLocks
 from chatclient.errors import RateLimitError, SharedStateError
 from chatclient.models.base import BaseChatModel, ChatModel, ChatResponse, Usage
-from chatclient.models.response_headers import listen_to_responses
+from chatclient.models.http.response_headers import listen_to_responses
 from chatclient.prompt import Prompt
 from chatclient.resilience._common import model_label
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from chatclient.errors import ModelConnectionError, ModelHTTPError, ModelTimeoutError
-from chatclient.models.aiohttp_transport import AiohttpTransport
+from chatclient.models.http.aiohttp_transport import AiohttpTransport
 from chatclient.models.openai import OpenAIChatModel
 from chatclient.prompt import Prompt
 from tests.support import server_fixtures

@@ -37,7 +37,7 @@ from chatclient.messages import (
 from chatclient.models.base import ChatResponse, Usage
 from chatclient.models.bedrock import BedrockChatModel, build_converse_body
 from chatclient.models.http import ResponseLimits
-from chatclient.models.sigv4 import AWSCredentials, sign
+from chatclient.models.http.sigv4 import AWSCredentials, sign
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
 from chatclient.tools import tool

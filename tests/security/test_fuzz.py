@@ -19,7 +19,7 @@ from chatclient.converters import EntityOutputConverter
 from chatclient.converters.cleaning import clean_text, first_json_value, strip_code_fence, strip_thinking
 from chatclient.converters.partial import parse_partial_json, stream_entities
 from chatclient.errors import FilterExpressionError, ModelResponseError, OutputConversionError
-from chatclient.models.sse import LineDecoder, NDJSONDecoder, SSEDecoder
+from chatclient.models.http.sse import LineDecoder, NDJSONDecoder, SSEDecoder
 from chatclient.rag.filters import Expression, evaluate, parse, to_sql, to_text
 
 LIMIT = 1.0

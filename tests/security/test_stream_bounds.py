@@ -17,7 +17,7 @@ from chatclient.models.base import aggregate
 from chatclient.models.http import HTTPChatModel, ResponseLimits
 from chatclient.models.ollama import OllamaChatModel
 from chatclient.models.openai import OpenAIChatModel
-from chatclient.models.sse import LineDecoder, SSEDecoder, SSEEvent
+from chatclient.models.http.sse import LineDecoder, SSEDecoder, SSEEvent
 from chatclient.prompt import Prompt
 from tests.support import server_fixtures
 from tests.support.loopback import (

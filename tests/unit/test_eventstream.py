@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from chatclient.errors import ModelResponseError
-from chatclient.models.eventstream import EventStreamDecoder, EventStreamMessage
+from chatclient.models.http.eventstream import EventStreamDecoder, EventStreamMessage
 
 
 def _string_header(name: bytes, value: bytes) -> bytes:

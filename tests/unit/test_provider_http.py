@@ -18,7 +18,7 @@ from chatclient.errors import (
     RateLimitError,
 )
 from chatclient.models.http import HTTPTransport, RetryPolicy, error_for_status, parse_retry_after, scrub
-from chatclient.models.sse import SSEEvent, aiter_ndjson, aiter_sse, iter_ndjson, iter_sse, parse_json
+from chatclient.models.http.sse import SSEEvent, aiter_ndjson, aiter_sse, iter_ndjson, iter_sse, parse_json
 
 
 def test_retry_after_forms() -> None:

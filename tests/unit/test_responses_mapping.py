@@ -170,7 +170,7 @@ def test_recorded_responses_parse(name: str) -> None:
 
 
 def _feed_bytes(data: bytes, sizes: list[int]) -> list[Any]:
-    from chatclient.models.sse import LineDecoder
+    from chatclient.models.http.sse import LineDecoder
 
     parser = ResponsesStreamParser()
     decoder = LineDecoder()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chatclient.models.sigv4 import AWSCredentials, CredentialSource, canonical_request, sign, string_to_sign
+from chatclient.models.http.sigv4 import AWSCredentials, CredentialSource, canonical_request, sign, string_to_sign
 
 KEY = AWSCredentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 WHEN = datetime(2015, 8, 30, 12, 36, 0, tzinfo=UTC)
@@ -175,7 +175,7 @@ def test_credential_source_reads_the_environment(monkeypatch: pytest.MonkeyPatch
 def test_credential_source_without_any_credentials_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr("chatclient.models.sigv4._botocore_available", lambda: False)
+    monkeypatch.setattr("chatclient.models.http.sigv4._botocore_available", lambda: False)
     with pytest.raises(ValueError, match="AWS_ACCESS_KEY_ID"):
         CredentialSource()
 

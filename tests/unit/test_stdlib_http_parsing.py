@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatclient.models.stdlib_http import _MAX_HEAD, _MAX_HEADERS, _MAX_LINE, _Framer, _HeadParser, _Stale
+from chatclient.models.http.stdlib_http import _MAX_HEAD, _MAX_HEADERS, _MAX_LINE, _Framer, _HeadParser, _Stale
 
 
 def lines_of(data: bytes) -> list[bytes]:
@@ -179,7 +179,7 @@ def test_header_names_must_be_tokens() -> None:
 
 
 def test_request_heads_built_per_request_are_not_all_kept() -> None:
-    from chatclient.models.stdlib_http import _MAX_CACHED_HEADS, StdlibPoster
+    from chatclient.models.http.stdlib_http import _MAX_CACHED_HEADS, StdlibPoster
 
     poster = StdlibPoster()
     for i in range(_MAX_CACHED_HEADS * 3):  # a fresh headers mapping each time, as a signing hook makes

@@ -26,11 +26,16 @@ One module per responsibility: ``credentials`` (API keys, credential headers, UR
 ``limits`` (timeouts, ``ResponseLimits``), ``redirects``, ``lane`` (which path a POST takes),
 ``streams`` (line streams with their bounds), ``transport`` (``HTTPTransport``) and ``chat_model``
 (``HTTPChatModel``). The public names are imported from this package.
+
+The wire machinery under them lives here too: ``stdlib_http`` (the HTTP/1.1 socket lane),
+``aiohttp_transport``, ``sse`` (Server-Sent Events and NDJSON decoding), ``eventstream`` (AWS
+event-stream frames), ``sigv4`` (AWS request signing), ``response_headers`` and ``_pooled``. The
+provider modules (``chatclient.models.openai`` and its siblings) sit one folder up.
 """
 
 from __future__ import annotations
 
-from chatclient.models._pooled import PooledHTTPResource
+from chatclient.models.http._pooled import PooledHTTPResource
 from chatclient.models.http.chat_model import HTTPChatModel, StreamParser, assistant_text
 from chatclient.models.http.credentials import _check_headers as _check_headers
 from chatclient.models.http.credentials import _credential_headers as _credential_headers
@@ -47,7 +52,7 @@ from chatclient.models.http.limits import DEFAULT_TIMEOUT, ResponseLimits
 from chatclient.models.http.retry import RetryPolicy
 from chatclient.models.http.transport import HTTPTransport
 from chatclient.models.http.transport import logger as logger
-from chatclient.models.stdlib_http import KEEPALIVE_EXPIRY
+from chatclient.models.http.stdlib_http import KEEPALIVE_EXPIRY
 from chatclient.redaction import REDACTED, scrub
 
 __all__ = [

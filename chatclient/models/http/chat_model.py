@@ -10,12 +10,12 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import httpx
 
 from chatclient.errors import ModelHTTPError, ModelResponseError
-from chatclient.models._pooled import PooledHTTPResource
+from chatclient.models.http._pooled import PooledHTTPResource
 from chatclient.models.base import BaseChatModel, ChatResponse, ModelCapabilities
 from chatclient.models.http.limits import ResponseLimits
 from chatclient.models.http.retry import RetryPolicy
 from chatclient.models.http.transport import HTTPTransport
-from chatclient.models.stdlib_http import KEEPALIVE_EXPIRY
+from chatclient.models.http.stdlib_http import KEEPALIVE_EXPIRY
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 

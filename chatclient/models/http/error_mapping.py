@@ -28,7 +28,7 @@ from chatclient.errors import (
     RateLimitError,
 )
 from chatclient.models.http.credentials import redact_url
-from chatclient.models.sse import parse_json
+from chatclient.models.http.sse import parse_json
 from chatclient.redaction import scrub
 
 BODY_EXCERPT_CHARS = 1000

@@ -1,6 +1,6 @@
 """Lane selection: which path a POST takes to the server, and the shape of an answer on each path.
 
-Three paths carry a request: the socket lane (``chatclient.models.stdlib_http``, HTTP/1.1 on plain
+Three paths carry a request: the socket lane (``chatclient.models.http.stdlib_http``, HTTP/1.1 on plain
 sockets, sync and async), a client's ``AiohttpTransport`` reached past httpx's client layer
 (``direct_post``), and httpx itself. Every path hands back an answer with the few attributes the
 HTTP layer reads (``_Answer``); redirects and error statuses continue on httpx.

@@ -8,7 +8,7 @@ from typing import Protocol
 import httpx
 
 from chatclient.errors import ModelResponseError
-from chatclient.models.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES
+from chatclient.models.http.sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 ERROR_BODY_BYTES = 64 * 1024  # enough for any real error body; the excerpt keeps 1000 chars

@@ -19,7 +19,7 @@ from chatclient.errors import ModelResponseError
 from chatclient.models.http.error_mapping import _transport_error
 from chatclient.models.http.lane import _Answer, _AsyncAnswer, _SyncAnswer
 from chatclient.models.http.limits import ResponseLimits, _Body
-from chatclient.models.sse import LineDecoder
+from chatclient.models.http.sse import LineDecoder
 from chatclient.redaction import scrub
 
 # After the end marker, what the server already sent is read for at most this long (so the

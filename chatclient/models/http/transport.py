@@ -47,9 +47,9 @@ from chatclient.models.http.limits import DEFAULT_TIMEOUT, ERROR_BODY_BYTES, Res
 from chatclient.models.http.redirects import next_request
 from chatclient.models.http.retry import RetryPolicy
 from chatclient.models.http.streams import AsyncLineStream, LineStream
-from chatclient.models.response_headers import notify_response
-from chatclient.models.sse import parse_json
-from chatclient.models.stdlib_http import ACCEPT_ENCODING, KEEPALIVE_EXPIRY, AsyncStdlibPoster, StdlibPoster
+from chatclient.models.http.response_headers import notify_response
+from chatclient.models.http.sse import parse_json
+from chatclient.models.http.stdlib_http import ACCEPT_ENCODING, KEEPALIVE_EXPIRY, AsyncStdlibPoster, StdlibPoster
 from chatclient.observation import Observation
 from chatclient.redaction import _MIN_SECRET, scrub
 
