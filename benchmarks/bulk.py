@@ -7,7 +7,7 @@
    server (``tests.support.loopback.main``, another process) with 64 in flight through
    ``run_many(concurrency=64)``, against the raw lane: 64 threads calling the same model's
    ``call(prompt)`` directly. Target ≥ 80 % of the raw lane.
-3. Checkpoint: the same no-op run with ``checkpoint=`` (SQLite, WAL, grouped commits): µs per item.
+3. Checkpoint: the same no-op run with ``checkpoint=`` (SQLite, WAL, one commit per item): µs per item.
 4. Memory: ``iter_many`` with a checkpoint over ``iter(range(1_000_000))``: peak traced memory and
    the resident set growth, at 100,000 and at 1,000,000 items.
 5. Ray (``--ray``, extra ``ray``): ``map_batches`` over 2,000 rows against a loopback server that

@@ -4,8 +4,8 @@
 flight (threads for a plain function, tasks for an ``async def``), shows a ``tqdm`` bar on stderr
 and returns one ``ItemResult`` per item in input order; a failure is an entry with its exception,
 never dropped. Retries are the model's own (its HTTP retry policy): ``run_many`` never calls an
-item twice. With ``checkpoint="run.sqlite"`` every successful item is written to a SQLite file as it
-finishes, and a re-run after a crash or Ctrl-C skips what is there.
+item twice. With ``checkpoint="run.sqlite"`` every successful item is committed to a SQLite file as it
+finishes (before it is reported done), and a re-run after a crash, a kill or Ctrl-C skips what is there.
 
     from chatclient.batch import run_many
 
@@ -161,6 +161,21 @@ def _run_one(fn: Callable[[Any], Any], index: int, item: Any, prices: PriceTable
     return meter.result(index, value, None)
 
 
+def _record(ckpt: Checkpoint | None, digest: bytes, result: ItemResult[Any]) -> ItemResult[Any]:
+    """Commit a successful item to the checkpoint (before anyone sees it done)."""
+    if ckpt is not None and digest and result.error is None:
+        ckpt.add(result.index, digest, result.value, result.usage)
+    return result
+
+
+def _run_and_record(
+    fn: Callable[[Any], Any], index: int, item: Any, prices: PriceTable | None, ckpt: Checkpoint | None, digest: bytes
+) -> ItemResult[Any]:
+    # In the worker thread: the item is durable before this worker takes another one, even if the
+    # items before it in input order are still running (a kill then loses nothing that returned).
+    return _record(ckpt, digest, _run_one(fn, index, item, prices))
+
+
 async def _arun_one(fn: Callable[[Any], Any], index: int, item: Any, prices: PriceTable | None) -> ItemResult[Any]:
     meter = _ItemMeter(prices)
     with metering(meter):
@@ -265,8 +280,9 @@ def iter_many(
     """``run_many`` as a generator: yields each ``ItemResult`` in input order as soon as it and all before it are done.
 
     ``fn`` must be a plain function here (use ``aiter_many`` for ``async def``). Memory stays flat on
-    any number of items: at most ``4 * concurrency`` are read ahead. Closing the generator early (or
-    Ctrl-C) commits the checkpoint and lets the calls in flight finish in the background.
+    any number of items: at most ``4 * concurrency`` are read ahead. Each finished item is committed to
+    the checkpoint by its worker before it is yielded; closing the generator early (or Ctrl-C) lets the
+    calls in flight finish in the background, and those are committed too.
     """
     _check(fn, concurrency)
     if _is_async(fn):
@@ -279,16 +295,17 @@ def iter_many(
     limit = 4 * concurrency
 
     def finish(entry: tuple[int, bytes, ItemResult[Any] | Future[ItemResult[Any]]]) -> ItemResult[Any]:
-        _, digest, slot = entry
+        _, _, slot = entry
         result = slot if isinstance(slot, ItemResult) else slot.result()
-        if ckpt is not None and digest and result.error is None and not isinstance(slot, ItemResult):
-            ckpt.add(result.index, digest, result.value, result.usage)
         bar.update(1)
         return result
 
+    def start(index: int, item: Any, digest: bytes) -> Future[ItemResult[Any]]:
+        return pool.submit(_run_and_record, fn, index, item, prices, ckpt, digest)
+
     try:
         for index, item, digest, done in plan(items):
-            window.append((index, digest, done if done is not None else pool.submit(_run_one, fn, index, item, prices)))
+            window.append((index, digest, done if done is not None else start(index, item, digest)))
             while window and (len(window) > limit or _ready(window[0][2])):
                 yield finish(window.popleft())
         while window:
@@ -329,22 +346,20 @@ async def aiter_many(
     window: deque[tuple[bytes, ItemResult[Any] | asyncio.Task[ItemResult[Any]]]] = deque()
     limit = 4 * concurrency
 
-    async def run(index: int, item: Any) -> ItemResult[Any]:
+    async def run(index: int, item: Any, digest: bytes) -> ItemResult[Any]:
         async with gate:
-            return await _arun_one(fn, index, item, prices)
+            return _record(ckpt, digest, await _arun_one(fn, index, item, prices))
 
     async def finish(entry: tuple[bytes, ItemResult[Any] | asyncio.Task[ItemResult[Any]]]) -> ItemResult[Any]:
-        digest, slot = entry
+        _, slot = entry
         result = slot if isinstance(slot, ItemResult) else await slot
-        if ckpt is not None and digest and result.error is None and not isinstance(slot, ItemResult):
-            ckpt.add(result.index, digest, result.value, result.usage)
         bar.update(1)
         return result
 
     try:
         entries = plan.acall(items) if isinstance(items, AsyncIterable) else _as_async(plan(items))
         async for index, item, digest, done in entries:
-            window.append((digest, done if done is not None else asyncio.ensure_future(run(index, item))))
+            window.append((digest, done if done is not None else asyncio.ensure_future(run(index, item, digest))))
             while window and (len(window) > limit or _aready(window[0][1])):
                 yield await finish(window.popleft())
         while window:

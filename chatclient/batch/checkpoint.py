@@ -6,9 +6,11 @@ reads the rows in index order next to the items and skips every item already don
 has no row, so it runs again. A file written for another function, or whose finished items are not
 the items given now, is refused with ``BatchError`` (the fingerprint rule), never mixed.
 
-Writes are grouped (one transaction per ``commit_every`` items or ``commit_seconds``) and the file
-runs in WAL mode, so a checkpoint costs a few microseconds per item; a process killed mid-run loses
-at most the last uncommitted group, which simply runs again.
+Each finished item is committed on its own, by the worker that ran it, before the item is handed
+back (and before that worker takes the next item): a process killed at any moment (``kill -9``,
+out of memory) loses no item whose call had returned, so no finished item is paid for twice. The
+file runs in WAL mode with ``synchronous=NORMAL``: a commit survives the process dying; only a
+power cut or an operating-system crash may lose the last few commits (those items run again).
 
 Values are stored with ``pickle``: a checkpoint file is trusted like code, keep it where only you
 can write.
@@ -20,7 +22,7 @@ import hashlib
 import json
 import pickle
 import sqlite3
-import time
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -97,15 +99,12 @@ def _usage_of(text: str | None) -> Usage | None:
 class Checkpoint:
     """One run's checkpoint file. ``open`` checks the fingerprint; ``done()`` streams the finished rows."""
 
-    def __init__(self, path: str | Path, *, commit_every: int = 512, commit_seconds: float = 1.0) -> None:
+    def __init__(self, path: str | Path) -> None:
         if isinstance(path, sqlite3.Connection):
             raise TypeError("checkpoint= takes a file path (str or Path), not an open sqlite3 connection")
         self.path = Path(path)
-        self.commit_every = commit_every
-        self.commit_seconds = commit_seconds
         self._db: sqlite3.Connection | None = None
-        self._pending = 0
-        self._last_commit = 0.0
+        self._lock = threading.Lock()  # workers of one run write through the one connection
 
     def __repr__(self) -> str:
         return f"Checkpoint({str(self.path)!r})"
@@ -134,8 +133,6 @@ class Checkpoint:
                 f"{fingerprint}); pass a new checkpoint path, or delete the file to start over"
             )
         self._db = db
-        db.execute("BEGIN")
-        self._last_commit = time.monotonic()
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -153,11 +150,12 @@ class Checkpoint:
 
     def count(self) -> int:
         """How many items are finished."""
-        row = self._conn().execute("SELECT count(*) FROM items").fetchone()
+        with self._lock:
+            row = self._conn().execute("SELECT count(*) FROM items").fetchone()
         return int(row[0])
 
     def add(self, index: int, digest: bytes, value: Any, usage: Usage | None) -> None:
-        """Record one successful item (committed in groups)."""
+        """Record one successful item, committed before this returns (safe from several threads)."""
         try:
             blob = pickle.dumps(value, protocol=5)
         except Exception as exc:
@@ -165,29 +163,17 @@ class Checkpoint:
                 f"item {index}: its result ({type(value).__name__}) cannot be pickled into the checkpoint ({exc}); "
                 "return plain data (str, dict, a pydantic model) from fn, or run without checkpoint="
             ) from exc
-        db = self._conn()
-        db.execute(
-            "INSERT OR REPLACE INTO items (idx, digest, value, usage) VALUES (?, ?, ?, ?)",
-            (index, digest, blob, _usage_json(usage)),
-        )
-        self._pending += 1
-        if self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_seconds:
-            self.commit()
-
-    def commit(self) -> None:
-        """Make everything recorded so far durable."""
-        db = self._conn()
-        db.execute("COMMIT")
-        db.execute("BEGIN")
-        self._pending = 0
-        self._last_commit = time.monotonic()
+        with self._lock:
+            # autocommit mode (isolation_level=None): the statement is its own committed transaction
+            self._conn().execute(
+                "INSERT OR REPLACE INTO items (idx, digest, value, usage) VALUES (?, ?, ?, ?)",
+                (index, digest, blob, _usage_json(usage)),
+            )
 
     def close(self) -> None:
-        """Commit and close (safe to call twice)."""
-        if self._db is None:
-            return
-        db, self._db = self._db, None
-        try:
-            db.execute("COMMIT")
-        finally:
+        """Close the file (safe to call twice; every added item is already committed)."""
+        with self._lock:
+            if self._db is None:
+                return
+            db, self._db = self._db, None
             db.close()
