@@ -60,6 +60,10 @@ class ContextKeys:
     format instructions). Evaluators take the question from here."""
     ASYNC_STREAMS = "chatclient.async_streams"
     """Request context: the async streams an ``astream()`` run opened, closed together when it ends."""
+    PRINCIPAL = "chatclient.principal"
+    """Request context: who is calling, as the ``auth`` hook of a served app (``chatclient.serving``)
+    returned it (a user id, a token's claims...); ``None`` without a hook. Key a ``Budget``, a rate
+    limit or a memory conversation on it to make them per user."""
 
 
 def _freeze(context: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -1,0 +1,659 @@
+"""What the three wire protocols of ``chatclient.serving`` share: the edge between HTTP and a target.
+
+Each protocol module (``openai_compat``, ``ag_ui``, ``ai_sdk``) is a translation and nothing else: it
+parses its body into a ``ChatTurn``, runs the turn through an ``Edge``, and turns the events into
+its own wire format. Everything else lives here, once:
+
+``Edge(auth=, allowed_hosts=, allowed_origins=, max_body_bytes=, max_duration=, surface=)``
+    The options every app takes. ``edge.app(routes, render=...)`` builds the ASGI app: the routes
+    on Starlette, behind the Host/Origin/auth gate of ``chatclient.asgi_guard`` (``render`` turns a
+    refusal — 401/403/421 — into the protocol's own error shape) and an explicit CORS policy (the
+    loopback origins and ``allowed_origins``, nothing else). The result is a ``ServingApp`` (an ASGI
+    callable that remembers its edge, so ``serve`` can warn about an unprotected public bind).
+``await edge.read_json(request)``
+    The body as JSON: ``EdgeError`` 413 when it is over ``max_body_bytes`` (refused from
+    ``Content-Length`` before reading, or as soon as a chunked body passes the cap), 400 when it is
+    not JSON (or nested deeper than ``MAX_JSON_DEPTH``).
+``edge.principal(request)``
+    What the ``auth`` hook returned for this request (``None`` without a hook).
+``edge.run_events(target, turn, principal=...)``
+    Runs one turn (a ``ChatTurn``) on a ``ChatClient`` or an agent and yields ``chatclient.events``
+    events: ``TextDelta``, ``ReasoningDelta``, ``ToolCallStarted``/``ToolCallFinished`` (the
+    target's own tools, run here), ``DocumentsRetrieved``, ``UsageUpdate``, ``AdvisorEvent``, and
+    ``Finished`` (the whole answer) last; agents add ``AgentStarted``/``AgentFinished``. Three events
+    of this module complete the picture: ``ToolCallsReturned`` (the model called tools the CALLER
+    sent: the turn ends and the calls go back), ``RunSuspended`` (an agent's ``human_input`` waits;
+    the next turn of the same conversation id is the answer) and ``ScopeSnapshot`` (an agent's scope
+    at the end of its run). The principal is in the request context as ``ContextKeys.PRINCIPAL``;
+    the conversation id is memory's (``ContextKeys.CONVERSATION_ID``); a turn without one gets a
+    fresh id, so callers never share a memory conversation by accident.
+``edge.event_stream(frames, headers=...)``
+    An ASGI response that sends each ``bytes`` frame as it comes and cancels the producer (and so
+    the model call) as soon as the client disconnects — not at the next write, which may be long in
+    coming. What a cancelled turn leaves in memory is the question only (the round-2 rule).
+``await edge.until_disconnect(request, awaitable)``
+    The same cancellation for a non-streaming answer.
+``error_for(exc) -> EdgeError``
+    What to tell the caller about any exception: 429 + ``retry_after`` (a rate limiter or budget
+    refused), 502 (the upstream model failed; the message names the failure, never its text, which
+    may quote a provider's body), 504 (``max_duration`` passed), 400 (an input guardrail refused),
+    500 (``"internal error"``, nothing more) for anything else. Protocols render it in their shape,
+    as an HTTP error before streaming began and in-stream after.
+``resolve_target(target, name)`` / ``target_names(target)`` / ``has_memory(target)``
+    A target is a ``ChatClient``, an agent, or a mapping name -> either; a single target is named
+    ``"chatclient"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from chatclient.asgi_guard import AuthHook, HostOriginGuard, Refusal, guarded
+from chatclient.errors import ChatClientError
+from chatclient.events import StreamEvent, check_max_duration
+from chatclient.request import ContextKeys
+
+if TYPE_CHECKING:
+    from chatclient.client import ChatClient
+    from chatclient.messages import Message, ToolCall
+    from chatclient.options import ChatOptions
+    from chatclient.prompt import ToolDefinition
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BODY_BYTES = 1_048_576
+SINGLE_TARGET_NAME = "chatclient"
+"""The model name of a single (unnamed) target."""
+MAX_JSON_DEPTH = 64
+"""Deepest nesting accepted in a request body."""
+_PRINCIPAL_SCOPE_KEY = "chatclient.principal"
+_STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def _require_starlette() -> None:
+    try:
+        import starlette  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError(
+            "chatclient.serving needs Starlette and Uvicorn: pip install 'chatclient[serve]'"
+        ) from exc
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+class EdgeError(ChatClientError):
+    """A failure to report to the caller: HTTP ``status``, a ``message`` safe to show, an OpenAI-style
+    ``type`` and ``code``, and ``retry_after`` seconds for 429s."""
+
+    def __init__(
+        self, status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        """The response headers this error needs (``Retry-After`` for 429s)."""
+        if self.retry_after is None:
+            return {}
+        return {"retry-after": str(max(1, int(-(-self.retry_after // 1))))}  # whole seconds, rounded up
+
+    @staticmethod
+    def from_refusal(refusal: Refusal) -> EdgeError:
+        """The gate's refusal (401 / 403 / 421) as an ``EdgeError``."""
+        kinds = {401: ("authentication_error", "invalid_api_key"), 403: ("permission_error", "forbidden_origin")}
+        kind, code = kinds.get(refusal.status, ("invalid_request_error", "misdirected_request"))
+        return EdgeError(refusal.status, refusal.message, type=kind, code=code)
+
+
+def error_for(exc: BaseException) -> EdgeError:
+    """What to report for ``exc`` (see the module docs); the causes of wrapped errors count."""
+    from chatclient.errors import (
+        BudgetExceededError,
+        CircuitOpenError,
+        DeadlineExceededError,
+        InputGuardrailError,
+        ModelError,
+        ModelHTTPError,
+        RateLimitError,
+    )
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, EdgeError):
+            return current
+        if isinstance(current, RateLimitError):
+            return EdgeError(
+                429, "Rate limit reached: retry later.", type="rate_limit_error", code="rate_limit_exceeded",
+                retry_after=current.retry_after if current.retry_after else 1.0,
+            )
+        if isinstance(current, BudgetExceededError):
+            return EdgeError(
+                429, "Budget exhausted: retry later.", type="rate_limit_error", code="budget_exceeded",
+                retry_after=float(getattr(current, "retry_after", None) or 60.0),
+            )
+        if isinstance(current, DeadlineExceededError):
+            return EdgeError(504, "The request ran past its time limit.", type="timeout", code="timeout")
+        if isinstance(current, InputGuardrailError):
+            return EdgeError(400, "The request was refused by an input guardrail.", code="guardrail_refused")
+        if isinstance(current, CircuitOpenError):
+            return EdgeError(502, "The upstream model is unavailable.", type="upstream_error", code="upstream_unavailable")
+        if isinstance(current, ModelError):
+            # Never the exception's text: it may quote a provider's body. Its kind and status are safe.
+            detail = type(current).__name__
+            if isinstance(current, ModelHTTPError) and current.status:
+                detail += f", HTTP {current.status}"
+            return EdgeError(502, f"The upstream model failed ({detail}).", type="upstream_error", code="upstream_error")
+        current = current.__cause__ or current.__context__
+    return EdgeError(500, "Internal error.", type="server_error", code="internal_error")
+
+
+# -- the turn and the events this module adds ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurn:
+    """One request to run, as the protocol parsed it.
+
+    ``messages``: the conversation to send (system, user, assistant with tool calls, tool results),
+    last user message last or followed by tool results; ``conversation_id``: memory's conversation
+    (``None``: a fresh one); ``caller_tools``: tool definitions the caller sent, offered to the
+    model and returned when called (``ToolCallsReturned``); ``options``: the caller's sampling
+    options; ``context``: extra request-context entries (structured output); ``agent_inputs``: an
+    agent's scope inputs (default: the newest user text under the agent's single input).
+    """
+
+    messages: tuple[Message, ...]
+    conversation_id: str | None = None
+    caller_tools: tuple[ToolDefinition, ...] = ()
+    options: ChatOptions | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+    agent_inputs: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsReturned(StreamEvent):
+    """The model called tools the caller sent: the turn ends and these ``calls`` go back to the caller."""
+
+    calls: tuple[ToolCall, ...]
+    text: str = ""
+    """Any text the model wrote in the same turn."""
+    kind = "tool_calls_returned"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSuspended(StreamEvent):
+    """An agent's ``human_input`` step waits: ``question`` to show; the next turn of the conversation answers it."""
+
+    question: str
+    kind = "run_suspended"
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSnapshot(StreamEvent):
+    """An agent's scope (its state) at the end of the run (suspended or not)."""
+
+    state: Mapping[str, Any]
+    kind = "scope_snapshot"
+
+
+# -- targets -----------------------------------------------------------------------------------
+
+
+def _is_agent(target: Any) -> bool:
+    from chatclient.agents.base import Agent
+
+    return isinstance(target, Agent)
+
+
+def _is_client(target: Any) -> bool:
+    from chatclient.client import ChatClient
+
+    return isinstance(target, ChatClient)
+
+
+def check_target(target: Any) -> Mapping[str, Any]:
+    """The targets by name; ``TypeError`` for anything that is not a ChatClient, an agent or a mapping of them."""
+    targets = dict(target) if isinstance(target, Mapping) else {SINGLE_TARGET_NAME: target}
+    if not targets:
+        raise ValueError("serving needs at least one target: a ChatClient, an agent or a mapping name -> either")
+    for name, value in targets.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"target names are non-empty strings, got {name!r}")
+        if not (_is_client(value) or _is_agent(value)):
+            raise TypeError(
+                f"a serving target is a ChatClient or an agent (chatclient.agents), got {type(value).__name__} "
+                f"for {name!r}"
+            )
+    return targets
+
+
+def target_names(targets: Mapping[str, Any]) -> list[str]:
+    """The model names a caller may ask for."""
+    return list(targets)
+
+
+def resolve_target(targets: Mapping[str, Any], name: str | None) -> Any:
+    """The target called ``name``; ``None`` or an unknown name with a single target picks it only when
+    ``name`` is ``None``. Raises ``EdgeError`` 404 ``model_not_found`` otherwise."""
+    if name is None and len(targets) == 1:
+        return next(iter(targets.values()))
+    if isinstance(name, str) and name in targets:
+        return targets[name]
+    shown = repr(name)[:80]
+    raise EdgeError(
+        404, f"The model {shown} does not exist; available: {', '.join(sorted(targets))[:500]}.",
+        code="model_not_found",
+    )
+
+
+def has_memory(target: Any) -> bool:
+    """Whether a ChatClient target keeps a chat memory (an advisor with a ``chat_memory``)."""
+    if not _is_client(target):
+        return False
+    return any(hasattr(a, "chat_memory") for a in target._defaults.advisors)
+
+
+# -- the app -----------------------------------------------------------------------------------
+
+
+class ServingApp:
+    """An ASGI app built by ``chatclient.serving``, with the ``Edge`` it was built with."""
+
+    __slots__ = ("_asgi", "edge")
+
+    def __init__(self, asgi: Any, edge: Edge) -> None:
+        self._asgi = asgi
+        self.edge = edge
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._asgi(scope, receive, send)
+
+
+def _origin_regex(patterns: Sequence[str]) -> str:
+    import re
+
+    parts = []
+    for pattern in patterns:
+        if pattern.endswith(":*"):
+            parts.append(re.escape(pattern[:-2]) + r"(:\d+)?")
+        else:
+            parts.append(re.escape(pattern))
+    return "(" + "|".join(parts) + ")"
+
+
+class Edge:
+    """The options and shared machinery of one serving app (see the module docs)."""
+
+    def __init__(
+        self,
+        *,
+        auth: AuthHook | None = None,
+        allowed_hosts: Sequence[str] | None = None,
+        allowed_origins: Sequence[str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_duration: float | None = None,
+        surface: str = "a chatclient app",
+        bind_host: str | None = None,
+    ) -> None:
+        if auth is not None and not callable(auth):
+            raise TypeError("auth takes a function auth(request) -> principal | None (sync or async)")
+        if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be a positive int, got {max_body_bytes!r}")
+        for label, value in (("allowed_hosts", allowed_hosts), ("allowed_origins", allowed_origins)):
+            if isinstance(value, str):
+                raise TypeError(f"{label} takes a list of strings, not one string")
+        self.auth = auth
+        self.allowed_hosts = tuple(allowed_hosts or ())
+        self.allowed_origins = tuple(allowed_origins or ())
+        self.max_body_bytes = max_body_bytes
+        self.max_duration = check_max_duration(max_duration) if max_duration is not None else None
+        self.surface = surface
+        self.guard = HostOriginGuard.for_bind(
+            bind_host, self.allowed_hosts, self.allowed_origins, has_auth=auth is not None, surface=surface,
+            guide="docs/guide/serving.md", strict=False,
+        )
+        from chatclient.agents.stores import InMemoryScopeStore
+
+        # Scopes of agent runs waiting for a human (AG-UI interrupts), by conversation id; a run that
+        # ends without waiting deletes its scope, so only suspended runs are kept.
+        self.scope_store = InMemoryScopeStore()
+
+    # -- building ------------------------------------------------------------------------------
+
+    def app(self, routes: Sequence[Any], *, render: Any) -> ServingApp:
+        """Starlette ``routes`` behind the gate (``render(EdgeError) -> Response``) and CORS."""
+        _require_starlette()
+        from starlette.applications import Starlette
+        from starlette.middleware.cors import CORSMiddleware
+
+        inner = Starlette(routes=list(routes))
+        gate = guarded(inner, self.guard, self.auth, render=lambda refusal: render(EdgeError.from_refusal(refusal)))
+        origins = self.guard.origins
+        asgi: Any = gate
+        if origins:
+            # Preflights carry no credentials, so CORS answers them before the auth hook runs.
+            asgi = CORSMiddleware(
+                gate,
+                allow_origin_regex=_origin_regex(origins),
+                allow_methods=["GET", "POST", "OPTIONS"],
+                allow_headers=["*"],
+                allow_credentials=True,
+                expose_headers=["x-conversation-id", "retry-after", "x-vercel-ai-ui-message-stream"],
+            )
+        return ServingApp(asgi, self)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def read_body(self, request: Any) -> bytes:
+        """The raw body, at most ``max_body_bytes`` (``EdgeError`` 413 past it)."""
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.strip().isdigit():
+                raise EdgeError(400, "Invalid Content-Length header.")
+            if int(length) > self.max_body_bytes:
+                raise self._too_large()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self) -> EdgeError:
+        return EdgeError(
+            413, f"The request body is larger than this server accepts ({self.max_body_bytes} bytes).",
+            code="request_too_large",
+        )
+
+    async def read_json(self, request: Any) -> Any:
+        """The body parsed as JSON (``EdgeError`` 413 over the cap, 400 when malformed or too deep)."""
+        body = await self.read_body(request)
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise EdgeError(400, "The request body is not valid JSON.", code="invalid_json") from None
+        except RecursionError:
+            raise EdgeError(400, "The request body is nested too deeply.", code="invalid_json") from None
+        if _depth(data) > MAX_JSON_DEPTH:
+            raise EdgeError(400, f"The request body is nested deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json")
+        return data
+
+    @staticmethod
+    def principal(request: Any) -> Any:
+        """What the ``auth`` hook returned for this request (``None`` without a hook)."""
+        return request.scope.get(_PRINCIPAL_SCOPE_KEY)
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run_events(self, target: Any, turn: ChatTurn, *, principal: Any = None) -> AsyncIterator[StreamEvent]:
+        """Run ``turn`` on ``target`` (a ChatClient or an agent) and yield its events (see the module docs)."""
+        if _is_agent(target):
+            return self._agent_events(target, turn)
+        return self._client_events(target, turn, principal)
+
+    async def _client_events(self, client: ChatClient, turn: ChatTurn, principal: Any) -> AsyncIterator[StreamEvent]:
+        from chatclient.messages import SystemMessage
+
+        spec = client.prompt()
+        messages = list(turn.messages)
+        if not client._defaults.system_text and messages and isinstance(messages[0], SystemMessage):
+            # The caller's system text becomes the system text only when the target has none of its
+            # own: a served prompt's instructions are the server's, not the caller's to replace.
+            spec.system(messages.pop(0).text)
+        spec.messages(*messages)
+        conversation_id = turn.conversation_id or f"serving-{uuid.uuid4().hex}"
+        spec.advisors(
+            params={**turn.context, ContextKeys.CONVERSATION_ID: conversation_id, ContextKeys.PRINCIPAL: principal}
+        )
+        if turn.options is not None:
+            spec.options(_merged_options(client, turn.options))
+        if turn.caller_tools:
+            spec.tools(*(_CallerTool(d) for d in turn.caller_tools))
+            spec.advisors(_return_caller_tools(frozenset(d.name for d in turn.caller_tools)))
+        if self.max_duration is not None:
+            spec.max_duration(self.max_duration)
+        events = spec.astream().events()
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]  # closes the chain and the model's response now
+
+    async def _agent_events(self, agent: Any, turn: ChatTurn) -> AsyncIterator[StreamEvent]:
+        from chatclient.agents.base import RunCancelled
+
+        store = self.scope_store
+        scope_id = turn.conversation_id or f"serving-{uuid.uuid4().hex}"
+        stored = store.load(scope_id)
+        answer = _newest_user_text(turn.messages)
+        if stored is not None and stored._pending:
+            run = agent._resume_run(stored, answer, store, None, True)
+        else:
+            if stored is not None:
+                store.delete(scope_id)  # a finished run's scope: a new turn starts afresh
+            inputs = dict(turn.agent_inputs) if turn.agent_inputs is not None else _agent_inputs(agent, answer)
+            run = agent._prepare(inputs, store, scope_id, None, self.max_duration, None, True)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        run.emit = queue.put_nowait
+        run.streaming = True
+        task = asyncio.ensure_future(agent._run_async(run))
+        task.add_done_callback(lambda _: queue.put_nowait(task))
+        try:
+            while True:
+                item = await queue.get()
+                if item is task:
+                    break
+                yield item
+            result = task.result()
+        finally:
+            if not task.done():
+                run.cancelled = True
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, RunCancelled, Exception):
+                    pass
+        if result.suspended is not None:
+            yield RunSuspended(result.suspended.question)
+        else:
+            store.delete(scope_id)
+        yield ScopeSnapshot(dict(result.scope.state))
+
+    # -- answering -----------------------------------------------------------------------------
+
+    @staticmethod
+    def event_stream(
+        frames: AsyncIterator[bytes], *, headers: Mapping[str, str] | None = None, media_type: str = "text/event-stream"
+    ) -> Any:
+        """An ASGI response streaming ``frames``; a client disconnect cancels the producer at once."""
+        return _EventStream(frames, {**_STREAM_HEADERS, **(headers or {})}, media_type)
+
+    @staticmethod
+    async def until_disconnect(request: Any, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable``, cancelling it when the client disconnects first (``EdgeError`` 499)."""
+        work = asyncio.ensure_future(awaitable)
+        watch = asyncio.ensure_future(_disconnected(request.receive))
+        try:
+            await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (work, watch):
+                if not task.done():
+                    task.cancel()
+        if not work.done() or work.cancelled():
+            await asyncio.gather(work, return_exceptions=True)
+            raise EdgeError(499, "The client closed the connection.", code="client_closed")
+        return work.result()
+
+
+async def _disconnected(receive: Any) -> None:
+    """Return once the client has gone (the body was read already: only ``http.disconnect`` is left)."""
+    while True:
+        message = await receive()
+        if message.get("type") == "http.disconnect":
+            return
+
+
+class _EventStream:
+    """A streaming response whose producer is cancelled when the client disconnects."""
+
+    __slots__ = ("frames", "headers", "media_type")
+
+    def __init__(self, frames: AsyncIterator[bytes], headers: Mapping[str, str], media_type: str) -> None:
+        self.frames = frames
+        self.headers = headers
+        self.media_type = media_type
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raw = [(b"content-type", f"{self.media_type}; charset=utf-8".encode())]
+        raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items())
+        await send({"type": "http.response.start", "status": 200, "headers": raw})
+        pump = asyncio.ensure_future(self._pump(send))
+        watch = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pump, watch):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(pump, watch, return_exceptions=True)
+            aclose = getattr(self.frames, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if pump.done() and not pump.cancelled() and pump.exception() is not None:
+            raise pump.exception()  # type: ignore[misc]
+
+    async def _pump(self, send: Any) -> None:
+        async for frame in self.frames:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _depth(value: Any, limit: int = MAX_JSON_DEPTH + 1) -> int:
+    """Nesting depth of parsed JSON, counted up to ``limit`` (iteratively: no recursion on hostile input)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            if level >= limit:
+                return level
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _newest_user_text(messages: Sequence[Message]) -> str:
+    from chatclient.messages import UserMessage
+
+    for message in reversed(messages):
+        if isinstance(message, UserMessage):
+            return message.text
+    return ""
+
+
+def _agent_inputs(agent: Any, text: str) -> dict[str, Any]:
+    names = agent.input_names()
+    if len(names) == 1:
+        return {names[0]: text}
+    for name in ("message", "question", "input", "prompt", "request", "topic"):
+        if name in names:
+            return {name: text}
+    raise EdgeError(
+        400, f"The agent {agent.name!r} takes several inputs ({', '.join(names)}): send them as the run's inputs.",
+        code="agent_inputs_required",
+    )
+
+
+def _merged_options(client: ChatClient, options: ChatOptions) -> ChatOptions:
+    """The caller's sampling options over the target's defaults (a caller never removes a default)."""
+    from dataclasses import fields, replace
+
+    base = client._defaults.options
+    if base is None:
+        return options
+    given = {f.name: getattr(options, f.name) for f in fields(options) if getattr(options, f.name) is not None}
+    return replace(base, **given)
+
+
+class _CallerTool:
+    """A tool the caller sent: offered to the model, never run here (``_ReturnCallerTools`` stops the turn)."""
+
+    def __init__(self, definition: ToolDefinition) -> None:
+        self.definition = definition
+        self.return_direct = False
+
+    def call(self, arguments: str, context: Any = None) -> str:
+        raise EdgeError(500, "a caller's tool cannot run on the server")
+
+    async def acall(self, arguments: str, context: Any = None) -> str:
+        return self.call(arguments, context)
+
+
+def _return_caller_tools_class() -> type:
+    from chatclient.tools.approval import ToolApprovalAdvisor
+
+    class ReturnCallerTools(ToolApprovalAdvisor):
+        """Ends the turn when the model calls a caller's tool (the approval advisor's pause, with the
+        calls emitted as ``ToolCallsReturned`` instead of being kept for a resume)."""
+
+        def _paused(self, request: Any, response: Any, message: Any, needs: set[str]) -> Any:
+            paused = super()._paused(request, response, message, needs)
+            calls = tuple(c for c in message.tool_calls if c.id in needs)
+            request.emit(ToolCallsReturned(calls, message.text or ""))
+            return paused
+
+    return ReturnCallerTools
+
+
+_RETURN_CLASS: type | None = None
+
+
+def _return_caller_tools(names: frozenset[str]) -> Any:
+    global _RETURN_CLASS
+    if _RETURN_CLASS is None:
+        _RETURN_CLASS = _return_caller_tools_class()
+    return _RETURN_CLASS(policy=names)
+
+
+def sse_frame(data: str, event: str | None = None) -> bytes:
+    """One Server-Sent Events frame (``data`` must not contain newlines: JSON text never does)."""
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {data}\n\n".encode()
+
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "SINGLE_TARGET_NAME",
+    "ChatTurn",
+    "Edge",
+    "EdgeError",
+    "RunSuspended",
+    "ScopeSnapshot",
+    "ServingApp",
+    "ToolCallsReturned",
+    "check_target",
+    "error_for",
+    "has_memory",
+    "resolve_target",
+    "sse_frame",
+    "target_names",
+]
