@@ -42,13 +42,21 @@ def custom_id(index: int) -> str:
     return f"item-{index}"
 
 
-def index_of(cid: Any, total: int) -> int:
-    """The item index of a ``custom_id`` in a results file of ``total`` items; anything else is a ``BatchError``."""
+def index_of(cid: Any, total: int, *, first: int = 0, job_id: str = "") -> int:
+    """The item index of ``cid`` in the results of a part holding items ``first .. first + total - 1``.
+
+    Anything else (an id this part never sent, or no ``item-<n>`` at all) is a ``BatchItemError``
+    of kind ``"unknown"`` naming it: never guessed onto an item.
+    """
     match = _ID.fullmatch(cid) if isinstance(cid, str) else None
-    if match is None or int(match.group(1)) >= total:
-        raise BatchError(
-            f"the results file names custom_id {str(cid)[:80]!r}, which this job never sent (it sent item-0 .. "
-            f"item-{total - 1}); refusing to guess which item it belongs to"
+    if match is None or not first <= int(match.group(1)) < first + total:
+        sent = f"item-{first} .. item-{first + total - 1}" if total else "no items"
+        where = f" of batch job {job_id!r}" if job_id else ""
+        raise BatchItemError(
+            f"the results file{where} names custom_id {str(cid)[:80]!r}, which was never sent there (it sent "
+            f"{sent}); refusing to guess which item it belongs to",
+            kind="unknown",
+            custom_id=str(cid)[:80],
         )
     return int(match.group(1))
 
@@ -144,7 +152,10 @@ class BatchAPI(ABC):
 
     def encode(self, body: dict[str, Any]) -> bytes:
         """``body`` as the exact bytes a synchronous call sends."""
-        return self.transport._encode(body)
+        encoded: Any = self.transport._encode(body)
+        # newer transports answer (bytes, content type) so that multipart bodies can be sent too
+        data: bytes = encoded[0] if isinstance(encoded, tuple) else encoded
+        return data
 
     def _id_in(self, answer: Any, what: str) -> str:
         """The ``id`` of the object the provider answered with (``what`` names it in the ``BatchError`` when missing)."""
@@ -184,17 +195,41 @@ class BatchAPI(ABC):
         if not lines:
             raise ValueError("submit() needs at least one request spec")
         parts: list[str] = []
+        sizes: list[int | None] = []
         first = 0
         for group in self._groups(lines):
             parts.append(self._create(group, first))
+            sizes.append(len(group))
             first += len(group)
-        return BatchJob(self, parts, entity)
+        return BatchJob(self, parts, entity, sizes=sizes)
 
     def attach(self, job_id: str, *, entity: Any = None) -> BatchJob:
-        """The job ``job_id`` (from ``BatchJob.id``, possibly in another process)."""
+        """The job ``job_id`` (from ``BatchJob.id``, possibly in another process).
+
+        ``BatchJob.id`` carries how many items each provider job holds (``batch_abc:200``), so the
+        results are keyed by what was submitted. A bare provider id (``batch_abc``, say from the
+        provider's console) is accepted too; its item count is then the provider's own report.
+        """
         if not isinstance(job_id, str) or not job_id.strip():
             raise ValueError(f"attach() needs the id of a submitted job (BatchJob.id), got {job_id!r}")
-        return BatchJob(self, [p.strip() for p in job_id.split(",") if p.strip()], entity)
+        parts: list[str] = []
+        sizes: list[int | None] = []
+        for piece in (p.strip() for p in job_id.split(",")):
+            if not piece:
+                continue
+            part, sep, count = piece.rpartition(":")
+            if not sep:
+                part, size = piece, None
+            elif count.isdigit() and part and len(count) <= 9:
+                size = int(count)
+            else:
+                raise ValueError(
+                    f"attach(): {piece[:80]!r} is not a job id from BatchJob.id (a provider id, optionally "
+                    "followed by ':' and its item count)"
+                )
+            parts.append(part)
+            sizes.append(size)
+        return BatchJob(self, parts, entity, sizes=sizes)
 
     def parse(self, payload: Any) -> ChatResponse:
         """A result body as the provider model parses a synchronous answer."""
@@ -241,18 +276,29 @@ class BatchAPI(ABC):
 class BatchJob:
     """A submitted batch: ``id``, ``status()``, ``wait()``, ``cancel()``, ``results()``."""
 
-    def __init__(self, api: BatchAPI, parts: Sequence[str], entity: Any = None) -> None:
+    def __init__(
+        self, api: BatchAPI, parts: Sequence[str], entity: Any = None, *, sizes: Sequence[int | None] | None = None
+    ) -> None:
         if not parts:
             raise ValueError("a batch job needs at least one provider job id")
         self.api = api
         self.parts = list(parts)
         self.entity = entity
+        # how many items each part was submitted with (None: unknown, a bare provider id was attached)
+        self.sizes: list[int | None] = list(sizes) if sizes is not None else [None] * len(self.parts)
+        if len(self.sizes) != len(self.parts):
+            raise ValueError("sizes= needs one item count per provider job id")
         self._infos: dict[str, dict[str, Any]] = {}
 
     @property
     def id(self) -> str:
-        """The job id to keep (``attach(id)`` takes it back): the provider's, comma-joined when split."""
-        return ",".join(self.parts)
+        """The job id to keep (``attach(id)`` takes it back): each provider job id with its item count
+        (``batch_abc:200``), comma-joined when the submission was split. ``parts`` holds the bare ids."""
+        return ",".join(p if n is None else f"{p}:{n}" for p, n in zip(self.parts, self.sizes, strict=True))
+
+    def _sizes(self, infos: list[dict[str, Any]]) -> list[int]:
+        """Items per part: as submitted; the provider's reported total only where the id did not say."""
+        return [n if n is not None else self.api._counts(i)[1] for n, i in zip(self.sizes, infos, strict=True)]
 
     def __repr__(self) -> str:
         return f"BatchJob({self.id!r}, {type(self.api).__name__})"
@@ -283,11 +329,12 @@ class BatchJob:
             raise ValueError(f"poll_interval must be > 0, got {poll_interval!r}")
         start = time.monotonic()
         infos = self.refresh()
-        total = sum(self.api._counts(i)[1] for i in infos)
+        total = sum(self._sizes(infos))
         bar = progress_bar(total=total or None, desc=f"batch {self.parts[0][:24]}", unit="req", enabled=progress)
         try:
             while True:
-                done = sum(self.api._counts(i)[0] for i in infos)
+                # the provider's counts only move the bar; they never decide which results exist
+                done = min(total, sum(self.api._counts(i)[0] for i in infos))
                 if done > bar.n:
                     bar.update(done - bar.n)
                 if all(self.api._finished(i) for i in infos):
@@ -322,8 +369,10 @@ class BatchJob:
         """One ``ItemResult`` per submitted spec, in input order (the job must have ended).
 
         A failed request, an expired or canceled one, or an answer that does not convert to the
-        entity is that item's ``error``; ``usage`` is the item's own. A results file that names an
-        item this job never sent is a ``BatchError``.
+        entity is that item's ``error``; ``usage`` is the item's own. The items are the ones submitted
+        (``sizes``), whatever counts the provider reports: a submitted item absent from the results
+        is an error entry naming its ``custom_id``; a results line naming an item this job never sent
+        raises ``BatchItemError`` (kind ``"unknown"``).
         """
         infos = self.refresh()
         unfinished = [p for p, i in zip(self.parts, infos, strict=True) if not self.api._finished(i)]
@@ -333,31 +382,33 @@ class BatchJob:
                 "call wait() first"
             )
         self._raise_failures(infos)
-        total = sum(self.api._counts(i)[1] for i in infos)
-        slots: list[ItemResult[Any] | None] = [None] * total
+        sizes = self._sizes(infos)
+        slots: list[ItemResult[Any] | None] = [None] * sum(sizes)
         converter = None
         if self.entity is not None:
             from chatclient.converters import converter_for
 
             converter = converter_for(self.entity)
         why_missing: list[str] = []
-        for part, info in zip(self.parts, infos, strict=True):
+        first = 0
+        # keyed by the custom_ids each part was submitted with: parts hold consecutive items in order
+        for part, info, size in zip(self.parts, infos, sizes, strict=True):
             for cid, outcome in self.api._results(part, info):
-                index = index_of(cid, total)
+                index = index_of(cid, size, first=first, job_id=self.id)
                 if slots[index] is not None:
                     raise BatchError(f"the results of batch job {self.id!r} name {cid!r} twice")
                 slots[index] = self._item(index, outcome, converter)
-            # parts hold consecutive items in submission order
-            why_missing.extend([self.api._missing(info)] * self.api._counts(info)[1])
+            why_missing.extend([self.api._missing(info)] * size)
+            first += size
         out: list[ItemResult[Any]] = []
         for index, slot in enumerate(slots):
             if slot is None:
-                kind = why_missing[index] if index < len(why_missing) else "missing"
+                kind = why_missing[index]
                 slot = ItemResult(
                     index,
                     None,
                     BatchItemError(
-                        f"{custom_id(index)} of batch job {self.id!r} has no answer: {kind}",
+                        f"{custom_id(index)} of batch job {self.id!r} has no answer in the results: {kind}",
                         kind=kind,
                         custom_id=custom_id(index),
                     ),

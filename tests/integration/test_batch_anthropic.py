@@ -43,7 +43,8 @@ def test_params_are_the_synchronous_body_and_results_map_back(server: LoopbackSe
     assert [r.value.text for r in results] == ["echo q0", "echo q1", "echo q2"]  # type: ignore[union-attr]
     assert all(r.usage is not None and r.usage.prompt_tokens == 6 for r in results)
     assert job.status() == "ended"
-    assert fake.jobs[job.id]["request_counts"]["succeeded"] == 3
+    assert fake.jobs[job.parts[0]]["request_counts"]["succeeded"] == 3
+    assert job.id == f"{job.parts[0]}:3"  # the id says how many items were submitted
 
 
 def test_errored_canceled_expired(server: LoopbackServer) -> None:
@@ -66,7 +67,7 @@ def test_errored_canceled_expired(server: LoopbackServer) -> None:
     fake = FakeAnthropicBatches(server, steps=10_000)
     job = AnthropicBatch(model(server)).submit([c.prompt(f"q{i}") for i in range(4)])
     job.cancel()
-    assert fake.canceled == [job.id]
+    assert fake.canceled == job.parts
     kinds = [r.error.kind if isinstance(r.error, BatchItemError) else "ok" for r in job.results()]
     assert kinds == ["ok", "ok", "canceled", "canceled"]
 
@@ -82,7 +83,7 @@ def test_unknown_custom_id_and_split(server: LoopbackServer) -> None:
     FakeAnthropicBatches(server, extra_custom_id="someone-else")
     c = client(server)
     job = AnthropicBatch(model(server)).submit([c.prompt("a")]).wait(poll_interval=0.01, progress=False)
-    with pytest.raises(BatchError, match="someone-else"):
+    with pytest.raises(BatchItemError, match="someone-else"):
         job.results()
 
     fake = FakeAnthropicBatches(server)
@@ -99,6 +100,28 @@ def test_unknown_custom_id_and_split(server: LoopbackServer) -> None:
         "echo q2",
     ]
     assert len(fake.jobs) == 2
+
+
+@pytest.mark.parametrize("reported", [1, 5])
+def test_results_are_the_submitted_items_whatever_the_counts_say(server: LoopbackServer, reported: int) -> None:
+    FakeAnthropicBatches(server, report_total=reported)  # request_counts claim 1 (or 5) requests, 2 were sent
+    c = client(server)
+    job = AnthropicBatch(model(server)).submit([c.prompt("a"), c.prompt("b")])
+    for again in (job.wait(poll_interval=0.01, progress=False), AnthropicBatch(model(server)).attach(job.id)):
+        assert [r.value.text for r in again.results()] == ["echo a", "echo b"]  # type: ignore[union-attr]
+
+
+def test_a_submitted_item_missing_from_the_results_is_named(server: LoopbackServer) -> None:
+    FakeAnthropicBatches(server, drop_custom_id="item-0")
+    c = client(server)
+    results = (
+        AnthropicBatch(model(server))
+        .submit([c.prompt("a"), c.prompt("b")])
+        .wait(poll_interval=0.01, progress=False)
+        .results()
+    )
+    assert [r.ok for r in results] == [False, True]
+    assert isinstance(results[0].error, BatchItemError) and results[0].error.custom_id == "item-0"
 
 
 def test_wrong_model_type() -> None:

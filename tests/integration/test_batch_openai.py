@@ -131,11 +131,38 @@ def test_rejected_file_names_line_and_item(server: LoopbackServer) -> None:
 
 
 def test_unknown_custom_id_is_an_error(server: LoopbackServer) -> None:
-    FakeOpenAIBatches(server, extra_custom_id="item-99")
+    FakeOpenAIBatches(server, extra_custom_id="item-1")
     c = client(server)
     job = OpenAIBatch(model(server)).submit([c.prompt("a")]).wait(poll_interval=0.01, progress=False)
-    with pytest.raises(BatchError, match="item-99"):
+    with pytest.raises(BatchItemError, match="item-1") as info:
         job.results()
+    assert info.value.kind == "unknown" and info.value.custom_id == "item-1"
+
+
+@pytest.mark.parametrize("reported", [1, 5])
+def test_results_are_the_submitted_items_whatever_the_counts_say(server: LoopbackServer, reported: int) -> None:
+    FakeOpenAIBatches(server, report_total=reported)  # the job's status says 1 (or 5) requests, 2 were sent
+    c = client(server)
+    job = OpenAIBatch(model(server)).submit([c.prompt("a"), c.prompt("b")])
+    assert job.id == f"{job.parts[0]}:2"
+    for again in (job.wait(poll_interval=0.01, progress=False), OpenAIBatch(model(server)).attach(job.id)):
+        results = again.results()
+        assert [r.value.text for r in results] == ["echo A", "echo B"]  # type: ignore[union-attr]
+
+
+def test_a_submitted_item_missing_from_the_results_is_named(server: LoopbackServer) -> None:
+    FakeOpenAIBatches(server, drop_custom_id="item-1")
+    c = client(server)
+    job = OpenAIBatch(model(server)).submit([c.prompt(x) for x in "abc"]).wait(poll_interval=0.01, progress=False)
+    results = job.results()
+    assert [r.ok for r in results] == [True, False, True]
+    assert isinstance(results[1].error, BatchItemError) and results[1].error.custom_id == "item-1"
+    assert "item-1" in str(results[1].error)
+
+
+def test_attach_refuses_a_malformed_id(server: LoopbackServer) -> None:
+    with pytest.raises(ValueError, match="not a job id"):
+        OpenAIBatch(model(server)).attach("batch_1:lots")
 
 
 def test_split_by_limits_and_attach_from_elsewhere(server: LoopbackServer) -> None:
@@ -143,7 +170,7 @@ def test_split_by_limits_and_attach_from_elsewhere(server: LoopbackServer) -> No
     c = client(server)
     job = OpenAIBatch(model(server), max_lines=2).submit([c.prompt(f"q{i}") for i in range(5)])
     assert len(job.parts) == 3 and len(fake.jobs) == 3
-    assert job.id == ",".join(job.parts)
+    assert job.id == ",".join(f"{p}:{n}" for p, n in zip(job.parts, (2, 2, 1), strict=True))
     # another process: only the id and an equal model
     again = pickle.loads(pickle.dumps(OpenAIBatch(model(server)))).attach(job.id)
     results = again.wait(poll_interval=0.01, progress=False).results()

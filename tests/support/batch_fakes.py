@@ -6,7 +6,8 @@ jobs are made. A job moves on by one step per poll (OpenAI ``validating`` -> ``i
 ``answer(body)`` (a provider payload, or an ``Exception`` for an item-level error). Faults:
 ``expire_after`` (only that many items are answered; the job ends ``expired``), ``reject_line``
 (OpenAI: the file fails validation at that line; Anthropic: the create call is a 400 naming the
-request), ``extra_custom_id`` (the results name an item never sent).
+request), ``extra_custom_id`` (the results name an item never sent), ``drop_custom_id`` (the results
+leave that item out), ``report_total`` (the job's request counts claim that many requests).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class FakeOpenAIBatches:
     expire_after: int | None = None
     reject_line: int | None = None
     extra_custom_id: str | None = None
+    drop_custom_id: str | None = None
+    report_total: int | None = None
     files: dict[str, bytes] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     canceled: list[str] = field(default_factory=list)
@@ -138,6 +141,8 @@ class FakeOpenAIBatches:
             limit = len(lines) // 2
         for n, line in enumerate(lines):
             cid = line["custom_id"]
+            if cid == self.drop_custom_id:
+                continue
             if n >= limit:
                 if status == "completed":
                     status = "expired"
@@ -163,6 +168,8 @@ class FakeOpenAIBatches:
             out.append(self._row(self.extra_custom_id, {"status_code": 200, "body": openai_completion("x")}, None))
         job["status"] = status
         job["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
+        if self.report_total is not None:
+            job["request_counts"] = {"total": self.report_total, "completed": self.report_total, "failed": 0}
         if out:
             job["output_file_id"] = f"file-out-{job_id}"
             self._file(job["output_file_id"], b"\n".join(out) + b"\n")
@@ -188,6 +195,8 @@ class FakeAnthropicBatches:
     expire_after: int | None = None
     reject_request: int | None = None
     extra_custom_id: str | None = None
+    drop_custom_id: str | None = None
+    report_total: int | None = None
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     canceled: list[str] = field(default_factory=list)
@@ -243,6 +252,8 @@ class FakeAnthropicBatches:
             limit = len(reqs) // 2
         for n, req in enumerate(reqs):
             cid = req["custom_id"]
+            if cid == self.drop_custom_id:
+                continue
             if n >= limit:
                 kind = "canceled" if canceled else "expired"
                 result: dict[str, Any] = {"type": kind}
@@ -265,6 +276,8 @@ class FakeAnthropicBatches:
         self.server.set_default(results_path, Reply(200, body=b"\n".join(rows) + b"\n"))
         job["processing_status"] = "ended"
         job["request_counts"] = counts
+        if self.report_total is not None:
+            job["request_counts"] = {**dict.fromkeys(counts, 0), "succeeded": self.report_total}
         job["results_url"] = self.server.url + results_path
 
     def _cancel(self, job_id: str) -> Reply:
