@@ -79,9 +79,7 @@ def _require_starlette() -> None:
     try:
         import starlette  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError(
-            "chatclient.serving needs Starlette and Uvicorn: pip install 'chatclient[serve]'"
-        ) from exc
+        raise ImportError("chatclient.serving needs Starlette and Uvicorn: pip install 'chatclient[serve]'") from exc
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -92,7 +90,12 @@ class EdgeError(ChatClientError):
     ``type`` and ``code``, and ``retry_after`` seconds for 429s."""
 
     def __init__(
-        self, status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
         retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
@@ -136,12 +139,18 @@ def error_for(exc: BaseException) -> EdgeError:
             return current
         if isinstance(current, RateLimitError):
             return EdgeError(
-                429, "Rate limit reached: retry later.", type="rate_limit_error", code="rate_limit_exceeded",
+                429,
+                "Rate limit reached: retry later.",
+                type="rate_limit_error",
+                code="rate_limit_exceeded",
                 retry_after=current.retry_after if current.retry_after else 1.0,
             )
         if isinstance(current, BudgetExceededError):
             return EdgeError(
-                429, "Budget exhausted: retry later.", type="rate_limit_error", code="budget_exceeded",
+                429,
+                "Budget exhausted: retry later.",
+                type="rate_limit_error",
+                code="budget_exceeded",
                 retry_after=float(getattr(current, "retry_after", None) or 60.0),
             )
         if isinstance(current, DeadlineExceededError):
@@ -149,13 +158,17 @@ def error_for(exc: BaseException) -> EdgeError:
         if isinstance(current, InputGuardrailError):
             return EdgeError(400, "The request was refused by an input guardrail.", code="guardrail_refused")
         if isinstance(current, CircuitOpenError):
-            return EdgeError(502, "The upstream model is unavailable.", type="upstream_error", code="upstream_unavailable")
+            return EdgeError(
+                502, "The upstream model is unavailable.", type="upstream_error", code="upstream_unavailable"
+            )
         if isinstance(current, ModelError):
             # Never the exception's text: it may quote a provider's body. Its kind and status are safe.
             detail = type(current).__name__
             if isinstance(current, ModelHTTPError) and current.status:
                 detail += f", HTTP {current.status}"
-            return EdgeError(502, f"The upstream model failed ({detail}).", type="upstream_error", code="upstream_error")
+            return EdgeError(
+                502, f"The upstream model failed ({detail}).", type="upstream_error", code="upstream_error"
+            )
         current = current.__cause__ or current.__context__
     return EdgeError(500, "Internal error.", type="server_error", code="internal_error")
 
@@ -254,7 +267,8 @@ def resolve_target(targets: Mapping[str, Any], name: str | None) -> Any:
         return targets[name]
     shown = repr(name)[:80]
     raise EdgeError(
-        404, f"The model {shown} does not exist; available: {', '.join(sorted(targets))[:500]}.",
+        404,
+        f"The model {shown} does not exist; available: {', '.join(sorted(targets))[:500]}.",
         code="model_not_found",
     )
 
@@ -322,8 +336,13 @@ class Edge:
         self.max_duration = check_max_duration(max_duration) if max_duration is not None else None
         self.surface = surface
         self.guard = HostOriginGuard.for_bind(
-            bind_host, self.allowed_hosts, self.allowed_origins, has_auth=auth is not None, surface=surface,
-            guide="docs/guide/serving.md", strict=False,
+            bind_host,
+            self.allowed_hosts,
+            self.allowed_origins,
+            has_auth=auth is not None,
+            surface=surface,
+            guide="docs/guide/serving.md",
+            strict=False,
         )
         from chatclient.agents.stores import InMemoryScopeStore
 
@@ -376,7 +395,8 @@ class Edge:
 
     def _too_large(self) -> EdgeError:
         return EdgeError(
-            413, f"The request body is larger than this server accepts ({self.max_body_bytes} bytes).",
+            413,
+            f"The request body is larger than this server accepts ({self.max_body_bytes} bytes).",
             code="request_too_large",
         )
 
@@ -390,7 +410,9 @@ class Edge:
         except RecursionError:
             raise EdgeError(400, "The request body is nested too deeply.", code="invalid_json") from None
         if _depth(data) > MAX_JSON_DEPTH:
-            raise EdgeError(400, f"The request body is nested deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json")
+            raise EdgeError(
+                400, f"The request body is nested deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json"
+            )
         return data
 
     @staticmethod
@@ -578,7 +600,8 @@ def _agent_inputs(agent: Any, text: str) -> dict[str, Any]:
         if name in names:
             return {name: text}
     raise EdgeError(
-        400, f"The agent {agent.name!r} takes several inputs ({', '.join(names)}): send them as the run's inputs.",
+        400,
+        f"The agent {agent.name!r} takes several inputs ({', '.join(names)}): send them as the run's inputs.",
         code="agent_inputs_required",
     )
 
