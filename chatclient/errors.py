@@ -434,6 +434,21 @@ class AgenticScopeError(ChatClientError):
     that is malformed, too large, too deep or names a type that is not registered."""
 
 
+class RunClaimedError(AgenticScopeError):
+    """A run (a scope id in a store) could not be claimed, so nothing ran.
+
+    ``reason`` says why: ``"running"`` — another run or resume holds the claim and its lease is
+    live; ``"resumed"`` — this suspension was already resumed (a replayed scope JSON or resume
+    token); ``"lost"`` — this run's lease expired and another claimant took the run over, so this
+    one stopped before recording more work. ``scope_id`` names the run.
+    """
+
+    def __init__(self, scope_id: str, reason: str, message: str) -> None:
+        self.scope_id = scope_id
+        self.reason = reason
+        super().__init__(message)
+
+
 class SkillError(ChatClientError):
     """A skill folder is unusable: no ``SKILL.md``, malformed front matter, or a missing name/description."""
 
@@ -498,39 +513,36 @@ class InvalidDecisionQuestionError(ChatClientError, ValueError):
 
 
 __all__ = [
-    "UnsupportedFeatureError",
-    "ContextWindowExceededError",
-    "AgentInputError",
-    "AgentExecutionError",
-    "AgenticScopeError",
-    "SkillError",
-    "BatchError",
-    "BatchTimeoutError",
-    "BatchItemError",
-    "SharedStateError",
-    "DurableSuspendedError",
-    "InvalidDecisionResponseError",
-    "InvalidDecisionQuestionError",
+    "A2AError",
     "AdvisorChainError",
+    "AgentExecutionError",
+    "AgentInputError",
+    "AgenticScopeError",
     "AiServiceDefinitionError",
     "AuthenticationError",
+    "BatchError",
+    "BatchItemError",
+    "BatchTimeoutError",
     "BudgetExceededError",
-    "DeadlineExceededError",
     "CassetteError",
     "CassetteMismatchError",
     "ChatClientError",
     "ChatMemoryError",
     "ChatMemoryTimeoutError",
     "CircuitOpenError",
+    "ContextWindowExceededError",
+    "DeadlineExceededError",
+    "DurableSuspendedError",
     "EvaluationError",
     "FilterExpressionError",
     "GuardrailError",
     "InputGuardrailError",
+    "InvalidDecisionQuestionError",
+    "InvalidDecisionResponseError",
     "McpConnectionError",
     "McpError",
     "McpProtocolError",
     "McpServerError",
-    "A2AError",
     "McpTimeoutError",
     "ModelConnectionError",
     "ModelError",
@@ -542,12 +554,16 @@ __all__ = [
     "OutputGuardrailError",
     "RateLimitError",
     "RefusalError",
+    "RunClaimedError",
+    "SharedStateError",
+    "SkillError",
     "TemplateError",
+    "ToolApprovalError",
     "ToolError",
     "ToolExecutionError",
     "ToolLoopLimitError",
-    "ToolApprovalError",
     "ToolLoopRepeatError",
     "UnknownToolError",
+    "UnsupportedFeatureError",
     "VectorStoreError",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import queue
 import threading
 import time
@@ -24,12 +25,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from chatclient import observation
 from chatclient.agents.scope import AgenticScope, AgentInvocation, InvocationNode
-from chatclient.errors import AgentExecutionError, AgenticScopeError, AgentInputError, DeadlineExceededError
+from chatclient.agents.stores import ScopeStore, claim_run, release_run, spent_resumes
+from chatclient.errors import (
+    AgentExecutionError,
+    AgenticScopeError,
+    AgentInputError,
+    DeadlineExceededError,
+    RunClaimedError,
+)
 from chatclient.events import Deadline, StreamEvent
 
 if TYPE_CHECKING:
     from chatclient.agents.monitor import AgentMonitor
-    from chatclient.agents.stores import ScopeStore
     from chatclient.models.base import Usage
 
 MAX_DEPTH = 64
@@ -147,7 +154,7 @@ class RunCancelled(BaseException):
     """The consumer closed the run's stream; running agents stop at their next step."""
 
 
-_PASS_THROUGH = (SuspendRun, DeadlineExceededError)
+_PASS_THROUGH = (SuspendRun, DeadlineExceededError, RunClaimedError)
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -360,10 +367,15 @@ async def aexecute(
 
 
 def _save_quietly(run: Run) -> None:
-    """Save the scope of a failed run; a failure to save must not hide the run's own error."""
+    """Save the scope of a failed run and end its claim; a failure to save must not hide the run's
+    own error."""
     try:
         run.save()
     except Exception:  # the run's error is the one to report; each step was saved already
+        pass
+    try:
+        release_run(run.store, run.scope.id)
+    except Exception:  # an unreleased claim ends with its lease
         pass
 
 
@@ -448,8 +460,12 @@ class Agent:
 
         if max_duration is not None:
             max_duration = check_max_duration(max_duration)
-        if scope is None and scope_store is not None and scope_id is not None:
-            scope = scope_store.load(scope_id)
+        fresh: AgenticScope | None = None
+        if scope is None and scope_store is not None:
+            # One claimant per run: the stored scope (recovery) or this fresh one, claimed in the store.
+            fresh = AgenticScope(inputs, id=scope_id)
+            claimed, scope_store = claim_run(scope_store, fresh)
+            scope = None if claimed is fresh else claimed
         if scope is not None:
             # Recovery or resume: start again from the run's inputs and replay the journal.
             with scope._lock:
@@ -457,7 +473,7 @@ class Agent:
                     scope._initial.setdefault(key, value)
                 scope._state = dict(scope._initial)
         else:
-            scope = AgenticScope(inputs, id=scope_id)
+            scope = fresh if fresh is not None else AgenticScope(inputs, id=scope_id)
         return Run(scope, store=scope_store, monitor=monitor, emit=emit, max_duration=max_duration, is_async=is_async)
 
     def _result(self, run: Run, output: Any, suspended: SuspendRun | None) -> AgentResult:
@@ -467,14 +483,22 @@ class Agent:
         with scope._lock:
             node = scope._runs[-1] if scope._runs else None
             if suspended is not None:
+                before = scope._pending
+                # The token names this suspension; a resume spends it (a re-run that stops at the
+                # same question keeps the token, so the question already handed out stays valid).
+                same = before is not None and before.get("key") == suspended.key and before.get("token")
                 scope._pending = {
                     "key": suspended.key,
                     "question": suspended.question,
                     "output_key": suspended.output_key,
+                    "token": before["token"] if same and before is not None else os.urandom(16).hex(),
                 }
             else:
                 scope._pending = None
-        run.save()
+        try:
+            run.save()
+        finally:
+            release_run(run.store, scope.id)
         tree = node.freeze() if isinstance(node, InvocationNode) else node
         usage = (tree.usage if tree is not None else None) or Usage()
         return AgentResult(
@@ -644,10 +668,23 @@ class Agent:
         pending = scope._pending
         if not pending or not isinstance(pending.get("key"), str):
             raise AgenticScopeError(f"scope {scope.id!r} is not waiting for an answer; there is nothing to resume")
+        # Resume once: claim the run in the store (the stored scope must still wait on this very
+        # suspension), or, without a store, spend the suspension in this process.
+        if scope_store is not None:
+            scope, scope_store = claim_run(scope_store, scope, resume=True)
+            pending = scope._pending or pending
+        else:
+            spent_resumes.spend(scope.id, pending)
         writes = {pending["output_key"]: answer} if isinstance(pending.get("output_key"), str) else {}
         with scope._lock:
             scope._journal[pending["key"]] = {"output": answer, "writes": writes}
             scope._pending = None
+        if scope_store is not None:
+            try:
+                scope_store.save(scope)  # the suspension is spent in the store before any agent runs
+            except BaseException:
+                release_run(scope_store, scope.id)
+                raise
         return self._prepare({}, scope_store, scope.id, monitor, None, None, is_async, scope=scope)
 
     def resume(

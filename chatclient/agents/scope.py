@@ -590,6 +590,9 @@ class AgenticScope:
             isinstance(pending.get("key"), str)
             and isinstance(pending.get("question"), str)
             and (pending.get("output_key") is None or isinstance(pending.get("output_key"), str))
+            and (
+                pending.get("token") is None or (isinstance(pending.get("token"), str) and len(pending["token"]) <= 200)
+            )
         ):
             raise AgenticScopeError("scope JSON holds a malformed pending question")
         scope = AgenticScope(id=scope_id[:200])

@@ -117,3 +117,27 @@ def test_model_agents_are_not_called_again_on_resume() -> None:
     done = wf.resume(first.suspended.scope.to_json(), "be brief")  # type: ignore[union-attr]
     assert done.output == "The summary."
     assert len(model.prompts) == 2 and model.prompts[1].user_message.text == "The draft. / be brief"
+
+
+def test_replayed_json_without_a_store_is_refused_in_this_process() -> None:
+    from chatclient.errors import RunClaimedError
+
+    CALLS.clear()
+    wf = sequence(draft, human_input(question="Publish {{ draft }}?", output_key="approval"), publish)
+    text = wf.run(topic="pay").suspended.scope.to_json()  # type: ignore[union-attr]
+    assert wf.resume(text, "yes").output == "draft about pay (yes, budget none)"
+    with pytest.raises(RunClaimedError) as info:
+        wf.resume(text, "yes")
+    with pytest.raises(RunClaimedError):
+        asyncio.run(wf.aresume(text, "yes"))
+    assert info.value.reason == "resumed"
+    assert CALLS == ["draft", "publish"]  # publish ran once
+
+
+def test_pending_token_in_scope_json_is_checked() -> None:
+    wf = sequence(human_input(question="q?", output_key="approval"))
+    scope = wf.run().suspended.scope  # type: ignore[union-attr]
+    assert isinstance(scope._pending, dict) and len(scope._pending["token"]) == 32
+    text = scope.to_json().replace(scope._pending["token"], "x" * 300)
+    with pytest.raises(AgenticScopeError, match="pending"):
+        AgenticScope.from_json(text)
