@@ -29,9 +29,20 @@ from chatclient.tools.callback import (
     ToolResultConversionError,
     ToolTimeoutError,
 )
+from chatclient.tools.compensation import compensates
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import ToolSpec, callbacks_from_object, resolve_tools, tool
 from chatclient.tools.docstrings import ParsedDocstring, parse_docstring
+from chatclient.tools.failures import (
+    ToolErrorContext,
+    ToolErrorHandler,
+    ToolErrorResult,
+    ToolErrorVisibleToModel,
+    fail_invocation,
+    fail_unless_visible,
+    send_generic_message_unless_visible,
+    send_message_to_model,
+)
 from chatclient.tools.manager import RETURN_DIRECT, ToolCallingManager, ToolExecutionResult
 from chatclient.tools.results import (
     DONE,
@@ -54,6 +65,10 @@ __all__ = [
     "ToolCallingManager",
     "ToolContext",
     "ToolDefinition",
+    "ToolErrorContext",
+    "ToolErrorHandler",
+    "ToolErrorResult",
+    "ToolErrorVisibleToModel",
     "ToolExecution",
     "ToolExecutionResult",
     "ToolMediaTooLargeError",
@@ -63,8 +78,13 @@ __all__ = [
     "ToolSpec",
     "ToolTimeoutError",
     "callbacks_from_object",
+    "compensates",
     "default_result_converter",
+    "fail_invocation",
+    "fail_unless_visible",
     "parse_docstring",
     "resolve_tools",
+    "send_generic_message_unless_visible",
+    "send_message_to_model",
     "tool",
 ]

@@ -35,6 +35,7 @@ from chatclient.models.base import (
 from chatclient.request import ChatClientRequest, ChatClientResponse, ContextKeys, apply_screens, screens_of
 from chatclient.tools.decorator import _check_unique as check_unique_tools
 from chatclient.tools.decorator import refresh_provided_tools
+from chatclient.tools.failures import ToolErrorHandler
 from chatclient.tools.guards import ToolLoopGuard
 from chatclient.tools.manager import ToolCallingManager, ToolExecutionResult
 from chatclient.tools.results import ToolExecution
@@ -223,6 +224,8 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
     (``ContextKeys.RESPONSE_SCREENS``) of the advisors it bypassed, e.g. ``SafeGuardAdvisor(check_response=True)``.
     ``loop_guard=ToolLoopGuard(max_repeats=3, max_calls_per_tool=...)`` hints, then stops the loop with
     ``ToolLoopRepeatError``, when the model repeats an identical call or goes over a tool's cap.
+    ``on_execution_error`` / ``on_arguments_error`` set the default manager's tool failure policy
+    (see ``ToolCallingManager``).
     """
 
     def __init__(
@@ -234,12 +237,20 @@ class ToolCallAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamA
         stream_tool_call_responses: bool = False,
         order: int = TOOL_CALL_ORDER,
         loop_guard: ToolLoopGuard | object | None = _DEFAULT_GUARD,
+        on_execution_error: ToolErrorHandler | None = None,
+        on_arguments_error: ToolErrorHandler | None = None,
     ) -> None:
         if not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError("max_iterations must be an integer >= 1")
         if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
             raise ValueError("order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE")
-        self.tool_calling_manager = tool_calling_manager or ToolCallingManager()
+        if tool_calling_manager is not None and (on_execution_error is not None or on_arguments_error is not None):
+            raise ValueError(
+                "give on_execution_error / on_arguments_error to the ToolCallingManager you pass, not to the advisor"
+            )
+        self.tool_calling_manager = tool_calling_manager or ToolCallingManager(
+            on_execution_error=on_execution_error, on_arguments_error=on_arguments_error
+        )
         self.conversation_history = conversation_history
         self.max_iterations = max_iterations
         self.stream_tool_call_responses = stream_tool_call_responses

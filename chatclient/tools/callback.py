@@ -130,6 +130,7 @@ class FunctionToolCallback:
         timeout: float | None = None,
         return_direct_if_last: bool = False,
         requires_approval: bool = False,
+        compensate: Callable[..., Any] | None = None,
         _binder: SignatureInput | TypeInput | None = None,
     ) -> None:
         if fn is None or not callable(fn):
@@ -151,6 +152,10 @@ class FunctionToolCallback:
         self.requires_approval = bool(requires_approval)
         """``ToolApprovalAdvisor`` asks for a decision before each call of this tool."""
         self._convert = result_converter or default_result_converter
+        from chatclient.tools.compensation import Compensator
+
+        self.compensator: Compensator | None = Compensator(compensate, tool_name) if compensate is not None else None
+        """How to undo a successful call when a later call of the same turn fails (``@tool(compensate=...)``)."""
 
     @property
     def definition(self) -> ToolDefinition:
@@ -184,6 +189,13 @@ class FunctionToolCallback:
             return self._binder.bind(arguments, as_tool_context(context))
         except ArgumentsError as exc:
             raise ToolArgumentsError(f"tool {self.name!r}: {exc}", self.name) from exc
+
+    def bind_arguments(
+        self, arguments: str | None, context: ToolContext | Mapping[str, Any] | None = None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments the function receives for ``arguments`` (JSON text)."""
+        args, kwargs = self._bind(arguments, context)
+        return tuple(args), kwargs
 
     def _failed(self, exc: Exception) -> ToolExecutionError:
         detail = str(exc) or "(no message)"

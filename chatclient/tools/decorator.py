@@ -17,6 +17,7 @@ from chatclient.tools.callback import (
     is_tool_callback,
     is_tool_callback_provider,
 )
+from chatclient.tools.compensation import compensated_tool
 from chatclient.tools.results import ToolResultConverter
 from chatclient.tools.schema import SignatureInput
 
@@ -37,6 +38,7 @@ class ToolSpec:
     timeout: float | None = None
     return_direct_if_last: bool = False
     requires_approval: bool = False
+    compensate: Callable[..., Any] | None = None
 
 
 def _is_method_like(fn: Callable[..., Any]) -> bool:
@@ -62,6 +64,7 @@ def tool(
     timeout: float | None = None,
     return_direct_if_last: bool = False,
     requires_approval: bool = False,
+    compensate: Callable[..., Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -76,6 +79,7 @@ def tool(
     timeout: float | None = None,
     return_direct_if_last: bool = False,
     requires_approval: bool = False,
+    compensate: Callable[..., Any] | None = None,
 ) -> Any:
     """Mark a function or method as a tool the model may call; it stays callable as before.
 
@@ -86,7 +90,9 @@ def tool(
     becomes an error tool response (see ``ToolTimeoutError``). ``return_direct_if_last`` answers
     with the tool's result without asking the model again when this tool is the last call of the
     turn (LangChain4j's ``IMMEDIATE_IF_LAST``). ``requires_approval`` makes
-    ``ToolApprovalAdvisor`` ask for a decision before each call.
+    ``ToolApprovalAdvisor`` ask for a decision before each call. ``compensate`` undoes a successful
+    call when another call of the same model turn fails: it takes the tool's parameters, or one
+    ``ToolExecution`` (see ``chatclient.tools.compensation``).
 
     >>> @tool
     ... def add(a: int, b: int) -> int:
@@ -97,6 +103,8 @@ def tool(
     """
 
     limit = check_timeout(timeout)
+    if compensate is not None and not callable(compensate):
+        raise TypeError(f"compensate= must be a callable that undoes the tool, not {compensate!r}")
 
     def decorate(f: Any) -> Any:
         target = f.__func__ if isinstance(f, (staticmethod, classmethod)) else f
@@ -115,6 +123,7 @@ def tool(
             limit,
             return_direct_if_last=bool(return_direct_if_last),
             requires_approval=bool(requires_approval),
+            compensate=compensate,
         )
         setattr(target, _MARK, spec)
         return f
@@ -130,7 +139,9 @@ def tool_spec(obj: Any) -> ToolSpec | None:
     return spec if isinstance(spec, ToolSpec) else None
 
 
-def _callback(fn: Callable[..., Any], spec: ToolSpec) -> FunctionToolCallback:
+def _callback(
+    fn: Callable[..., Any], spec: ToolSpec, compensate: Callable[..., Any] | None = None
+) -> FunctionToolCallback:
     return FunctionToolCallback(
         fn,
         name=spec.name,
@@ -140,6 +151,7 @@ def _callback(fn: Callable[..., Any], spec: ToolSpec) -> FunctionToolCallback:
         timeout=spec.timeout,
         return_direct_if_last=spec.return_direct_if_last,
         requires_approval=spec.requires_approval,
+        compensate=compensate if compensate is not None else spec.compensate,
         _binder=spec.binder,
     )
 
@@ -152,15 +164,20 @@ def callbacks_from_object(obj: Any) -> list[FunctionToolCallback]:
     """One callback per ``@tool`` method of ``obj`` (an instance, a class with static tools, or a module).
 
     An override without ``@tool`` of a decorated base method is still a tool (the base's name and
-    schema, the override's code), so subclassing a tool class keeps its tools.
+    schema, the override's code), so subclassing a tool class keeps its tools. A method marked
+    ``@compensates("name")`` becomes the undo function of tool ``name``.
     """
     if inspect.ismodule(obj):
         return [_callback(v, s) for v in vars(obj).values() if (s := tool_spec(v)) is not None and not s.is_method]
     cls = obj if isinstance(obj, type) else type(obj)
     specs: dict[str, ToolSpec] = {}
+    undo: dict[str, str] = {}  # tool name -> attribute of its @compensates method
     for klass in reversed(cls.__mro__):  # base classes first, definition order within a class
         for attr, raw in vars(klass).items():
             spec = tool_spec(_raw_function(raw))
+            linked = compensated_tool(_raw_function(raw))
+            if linked is not None:
+                undo[linked] = attr
             if spec is not None:
                 specs[attr] = spec
             elif attr in specs and not inspect.isroutine(_raw_function(raw)):
@@ -173,7 +190,19 @@ def callbacks_from_object(obj: Any) -> list[FunctionToolCallback]:
                 f"tool {spec.name!r} is an instance method of {cls.__name__}: pass an instance "
                 f"({cls.__name__}()) to tools(), not the class"
             )
-        callbacks.append(_callback(bound, spec))
+        compensate = None
+        if spec.name in undo:
+            if spec.compensate is not None:
+                raise ValueError(
+                    f"tool {spec.name!r} has compensate= and a @compensates method ({undo[spec.name]}); keep one"
+                )
+            compensate = getattr(obj, undo.pop(spec.name))
+        callbacks.append(_callback(bound, spec, compensate))
+    if undo:
+        raise ValueError(
+            f"{cls.__name__}: @compensates names tool(s) it does not have: {', '.join(sorted(undo))} "
+            f"(its tools: {', '.join(s.name for s in specs.values()) or 'none'})"
+        )
     return callbacks
 
 

@@ -18,9 +18,25 @@ from chatclient.messages import AssistantMessage, Message, ToolCall, ToolRespons
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
 from chatclient.prompt import Prompt
 from chatclient.request import ChatClientRequest, ContextKeys
-from chatclient.tools.callback import ToolCallback, ToolResultConversionError, ToolTimeoutError, check_timeout
+from chatclient.tools.callback import (
+    ToolArgumentsError,
+    ToolCallback,
+    ToolResultConversionError,
+    ToolTimeoutError,
+    check_timeout,
+)
+from chatclient.tools.compensation import Compensator, log_failed_compensation, rolled_back_message
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import resolve_tools
+from chatclient.tools.failures import (
+    ToolErrorContext,
+    ToolErrorHandler,
+    check_handler,
+    handler_text,
+    message_for_model,
+    unwrap,
+    visible_error,
+)
 from chatclient.tools.results import MAX_TOOL_RESULT_MEDIA_BYTES, ToolExecution, ToolResult, check_media_size
 
 RETURN_DIRECT = "return_direct"
@@ -101,6 +117,14 @@ class ToolCallingManager:
     the timeout until the function returns (its result is discarded); being a daemon it never
     blocks interpreter exit, and being its own thread it never occupies a shared pool (neither the
     turn's workers nor asyncio's default executor), so hung tools cannot starve later calls.
+
+    ``on_execution_error`` and ``on_arguments_error`` (``(error, ToolErrorContext) ->
+    ToolErrorResult | str``, or raise) decide what the model reads when a tool raises or its
+    arguments are invalid; they take precedence over ``raise_on_tool_error`` (see
+    ``chatclient.tools.failures`` for the built-in policies). Without them an error derived from
+    ``ToolErrorVisibleToModel`` reaches the model verbatim and any other as ``Error: <message>``.
+    When a call of a turn fails, the undo functions of the turn's successful calls
+    (``@tool(compensate=...)``) run, last call first, and those calls report that they were rolled back.
     """
 
     def __init__(
@@ -111,6 +135,8 @@ class ToolCallingManager:
         *,
         timeout: float | None = None,
         max_media_bytes: int = MAX_TOOL_RESULT_MEDIA_BYTES,
+        on_execution_error: ToolErrorHandler | None = None,
+        on_arguments_error: ToolErrorHandler | None = None,
     ) -> None:
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise ValueError("max_concurrency must be an integer >= 1")
@@ -122,6 +148,8 @@ class ToolCallingManager:
         self.raise_on_unknown_tool = raise_on_unknown_tool
         self.max_concurrency = max_concurrency
         self.timeout = check_timeout(timeout)
+        self.on_execution_error = check_handler(on_execution_error, "on_execution_error")
+        self.on_arguments_error = check_handler(on_arguments_error, "on_arguments_error")
 
     def __repr__(self) -> str:
         return (
@@ -162,26 +190,98 @@ class ToolCallingManager:
         history = (*prompt.messages, assistant)
         return _Plan(assistant, calls, ToolContext(values, history), available, history)
 
-    def _finish(self, plan: _Plan, outcomes: Sequence[tuple[ToolResponse, float]]) -> ToolExecutionResult:
+    def _finish(
+        self, plan: _Plan, outcomes: Sequence[tuple[ToolResponse, float]], undone: frozenset[int] = frozenset()
+    ) -> ToolExecutionResult:
         responses = tuple(r for r, _ in outcomes)
         direct = _immediate(plan.calls) and not any(r.is_error for r in responses)
         executions = tuple(
-            ToolExecution(call.id, call.name, call.arguments, r.response_data, r.is_error, duration)
-            for (call, _), (r, duration) in zip(plan.calls, outcomes, strict=True)
+            ToolExecution(call.id, call.name, call.arguments, r.response_data, r.is_error, duration, i in undone)
+            for i, ((call, _), (r, duration)) in enumerate(zip(plan.calls, outcomes, strict=True))
         )
         return ToolExecutionResult(
             (*plan.history, ToolResponseMessage(responses)), direct, executions, dict(plan.context.updates)
         )
 
-    def _on_error(self, call: ToolCall, exc: Exception) -> ToolResponse:
+    def _on_error(self, call: ToolCall, exc: Exception, plan: _Plan) -> ToolResponse:
         if isinstance(exc, ToolResultConversionError):
             raise exc
         error = exc if isinstance(exc, ToolExecutionError) else _wrap(call.name, exc)
+        if error is not exc:
+            error.__cause__ = exc
+        arguments = isinstance(error, ToolArgumentsError)
+        handler = self.on_arguments_error if arguments else self.on_execution_error
+        if handler is not None:
+            context = ToolErrorContext(
+                call.name, call.id, call.arguments, plan.context, error, "arguments" if arguments else "execution"
+            )
+            text = handler_text(handler, error if arguments else unwrap(error), context)
+            return ToolResponse(call.id, call.name, text, is_error=True)
         if self.raise_on_tool_error:
-            if error is exc:
-                raise error
-            raise error from exc
-        return ToolResponse(call.id, call.name, f"Error: {error}", is_error=True)
+            raise error
+        visible = visible_error(error)
+        text = message_for_model(visible) if visible is not None else f"Error: {error}"
+        return ToolResponse(call.id, call.name, text, is_error=True)
+
+    # -- compensation -----------------------------------------------------------------------------
+
+    def _undo_plan(
+        self, plan: _Plan, outcomes: Sequence[tuple[ToolResponse, float]]
+    ) -> tuple[str, list[tuple[int, Compensator, ToolCallback, ToolExecution]]] | None:
+        """The failed tool's name and the successful calls to undo, last call first (None: nothing to undo)."""
+        failed = next((r.name for r, _ in outcomes if r.is_error), None)
+        if failed is None:
+            return None
+        todo = []
+        for i, ((call, cb), (response, duration)) in enumerate(zip(plan.calls, outcomes, strict=True)):
+            compensator = getattr(cb, "compensator", None)
+            if cb is not None and isinstance(compensator, Compensator) and not response.is_error:
+                record = ToolExecution(call.id, call.name, call.arguments, response.response_data, False, duration)
+                todo.append((i, compensator, cb, record))
+        return (failed, todo[::-1]) if todo else None
+
+    def _binder(self, cb: ToolCallback, call: ToolCall, plan: _Plan) -> Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]:
+        bind = getattr(cb, "bind_arguments", None)
+        if bind is None:
+            raise TypeError(f"tool {call.name!r} has an undo function but cannot bind its arguments")
+        return lambda: bind(call.arguments, plan.context)  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _undone(
+        outcomes: list[tuple[ToolResponse, float]], i: int, call: ToolCall, failed: str
+    ) -> None:
+        duration = outcomes[i][1]
+        outcomes[i] = (ToolResponse(call.id, call.name, rolled_back_message(call.name, failed), is_error=True), duration)
+
+    def _compensate(
+        self, plan: _Plan, outcomes: list[tuple[ToolResponse, float]]
+    ) -> tuple[list[tuple[ToolResponse, float]], frozenset[int]]:
+        todo = self._undo_plan(plan, outcomes)
+        if todo is None:
+            return outcomes, frozenset()
+        failed, calls = todo
+        for i, compensator, cb, record in calls:
+            try:
+                compensator.run(self._binder(cb, plan.calls[i][0], plan), record)
+            except Exception as exc:  # best effort: one failing undo must not stop the others
+                log_failed_compensation(record.name, exc)
+            self._undone(outcomes, i, plan.calls[i][0], failed)
+        return outcomes, frozenset(i for i, *_ in calls)
+
+    async def _acompensate(
+        self, plan: _Plan, outcomes: list[tuple[ToolResponse, float]]
+    ) -> tuple[list[tuple[ToolResponse, float]], frozenset[int]]:
+        todo = self._undo_plan(plan, outcomes)
+        if todo is None:
+            return outcomes, frozenset()
+        failed, calls = todo
+        for i, compensator, cb, record in calls:
+            try:
+                await compensator.arun(self._binder(cb, plan.calls[i][0], plan), record)
+            except Exception as exc:
+                log_failed_compensation(record.name, exc)
+            self._undone(outcomes, i, plan.calls[i][0], failed)
+        return outcomes, frozenset(i for i, *_ in calls)
 
     # -- sync -------------------------------------------------------------------------------------
 
@@ -202,14 +302,14 @@ class ToolCallingManager:
         if cb is None:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
         if call.metadata.get("partial"):
-            return self._on_error(call, _cut_off(call))
+            return self._on_error(call, _cut_off(call), plan)
         denied = _denial(call)
         if denied is not None:
             return denied
         try:
             data = self._invoke(call, cb, plan)
         except Exception as exc:
-            return self._on_error(call, exc)
+            return self._on_error(call, exc, plan)
         return _response(call, cb, data, self.max_media_bytes)
 
     def _invoke(self, call: ToolCall, cb: ToolCallback, plan: _Plan) -> Any:
@@ -249,7 +349,7 @@ class ToolCallingManager:
         plan = self._plan(prompt, chat_response, context, tools)
         if len(plan.calls) == 1:
             call, cb = plan.calls[0]
-            return self._finish(plan, [self._run(call, cb, plan)])
+            return self._finish(plan, [self._run(call, cb, plan)])  # a lone call has nothing to undo
         # Workers wait for a timed tool at most its limit (the tool itself runs in a daemon thread),
         # so leaving this block never waits for a hung tool.
         workers = min(self.max_concurrency, len(plan.calls))
@@ -259,7 +359,7 @@ class ToolCallingManager:
                 pool.submit(contextvars.copy_context().run, self._run, call, cb, plan) for call, cb in plan.calls
             ]
             outcomes = [f.result() for f in futures]
-        return self._finish(plan, outcomes)
+        return self._finish(plan, *self._compensate(plan, outcomes))
 
     # -- async ------------------------------------------------------------------------------------
 
@@ -284,7 +384,7 @@ class ToolCallingManager:
         if cb is None:
             return ToolResponse(call.id, call.name, _unknown_message(call.name, plan.available), is_error=True)
         if call.metadata.get("partial"):
-            return self._on_error(call, _cut_off(call))
+            return self._on_error(call, _cut_off(call), plan)
         denied = _denial(call)
         if denied is not None:
             return denied
@@ -292,7 +392,7 @@ class ToolCallingManager:
             try:
                 data = await self._ainvoke(call, cb, plan)
             except Exception as exc:
-                return self._on_error(call, exc)
+                return self._on_error(call, exc, plan)
         return _response(call, cb, data, self.max_media_bytes)
 
     async def _ainvoke(self, call: ToolCall, cb: ToolCallback, plan: _Plan) -> Any:
@@ -328,7 +428,7 @@ class ToolCallingManager:
             if isinstance(outcome, BaseException):
                 raise outcome  # the first failure in the model's order, after every call finished
             finished.append(outcome)
-        return self._finish(plan, finished)
+        return self._finish(plan, *await self._acompensate(plan, finished))
 
 
 def _denial(call: ToolCall) -> ToolResponse | None:

@@ -68,7 +68,8 @@ class ToolExecution:
 
     ``result`` is the text sent to the model (for a failure, the error text); ``duration`` is the
     wall-clock time of the call in seconds (for a timed-out call, the time waited). Read them from
-    ``spec.call().chat_client_response().tool_executions``.
+    ``spec.call().chat_client_response().tool_executions``. ``compensated`` is true for a call that
+    succeeded and was undone because another call of its turn failed.
     """
 
     id: str
@@ -77,6 +78,7 @@ class ToolExecution:
     result: str
     is_error: bool
     duration: float
+    compensated: bool = False
 
 
 @runtime_checkable
