@@ -131,4 +131,6 @@ class ToolLoopGuardState:
             for e in result.executions
         )
         history = (*result.conversation_history[:-1], ToolResponseMessage(tuple(responses), message.metadata))
-        return ToolExecutionResult(history, result.return_direct, executions, result.context_updates)
+        return ToolExecutionResult(
+            history, result.return_direct, executions, result.context_updates, result.answer_from
+        )

@@ -59,6 +59,9 @@ class ToolExecutionResult:
     executions: tuple[ToolExecution, ...] = ()
     context_updates: Mapping[str, Any] = field(default_factory=dict)
     """What the turn's tools wrote with ``ToolContext.set`` (merged into the request context)."""
+    answer_from: int | None = None
+    """The call whose result alone is the direct answer: a ``return_direct_if_last`` tool called
+    last finishes the turn with its own result. ``None``: every result answers (all tools direct)."""
 
     @property
     def assistant_message(self) -> AssistantMessage:
@@ -78,14 +81,19 @@ class ToolExecutionResult:
         """A response answering with the tool results: one generation per tool response.
 
         Each generation's text is the tool's result, its finish reason ``"return_direct"`` and its
-        metadata ``tool_id``/``tool_name``. ``source``'s id and model are kept.
+        metadata ``tool_id``/``tool_name``. ``source``'s id and model are kept. When a
+        ``return_direct_if_last`` tool finished the turn (``answer_from``), its result is the only
+        generation: the calls before it were steps towards it.
         """
+        responses = self.tool_response_message.responses
+        if self.answer_from is not None and 0 <= self.answer_from < len(responses):
+            responses = (responses[self.answer_from],)
         generations = tuple(
             Generation(
                 AssistantMessage(r.response_data),
                 GenerationMetadata(RETURN_DIRECT, {"tool_id": r.id, "tool_name": r.name}),
             )
-            for r in self.tool_response_message.responses
+            for r in responses
         )
         md = source.metadata if source is not None else ChatResponseMetadata()
         return ChatResponse(generations, md)
@@ -199,8 +207,13 @@ class ToolCallingManager:
             ToolExecution(call.id, call.name, call.arguments, r.response_data, r.is_error, duration, i in undone)
             for i, ((call, _), (r, duration)) in enumerate(zip(plan.calls, outcomes, strict=True))
         )
+        finishing = direct and bool(getattr(plan.calls[-1][1], "return_direct_if_last", False))
         return ToolExecutionResult(
-            (*plan.history, ToolResponseMessage(responses)), direct, executions, dict(plan.context.updates)
+            (*plan.history, ToolResponseMessage(responses)),
+            direct,
+            executions,
+            dict(plan.context.updates),
+            len(responses) - 1 if finishing else None,
         )
 
     def _on_error(self, call: ToolCall, exc: Exception, plan: _Plan) -> ToolResponse:

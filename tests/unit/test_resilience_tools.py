@@ -116,6 +116,31 @@ def test_immediate_if_last_matrix(turn: list[tuple[str, str]], immediate: bool) 
         assert len(model.prompts) == 2 and r.text == "model answered"
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize(
+    ("turn", "answer"),
+    [
+        ([("lookup", '{"city": "X"}'), ("final_answer", '{"text": "done"}')], "FINAL done"),  # [TO_LLM, IL]
+        ([("direct", '{"text": "a"}'), ("final_answer", '{"text": "done"}')], "FINAL done"),  # [I, IL]
+        ([("final_answer", '{"text": "a"}'), ("final_answer", '{"text": "b"}')], "FINAL b"),  # [IL, IL]
+        ([("direct", '{"text": "a"}'), ("direct", '{"text": "b"}')], "DIRECT a"),  # [I, I]: every result
+    ],
+)
+def test_content_is_the_finishing_tools_result(turn: list[tuple[str, str]], answer: str, streaming: bool) -> None:
+    model = ScriptedChatModel([calls(*turn), "never asked"])
+    spec = ChatClient.create(model).prompt("go").tools(lookup, final_answer, direct)
+    if streaming:
+        assert "".join(spec.stream().content()) == answer
+        return
+    response = spec.call().chat_response()
+    assert response is not None and response.text == answer
+    texts = [g.output.text for g in response.generations]
+    if answer.startswith("FINAL"):
+        assert texts == [answer]  # the steps before the finishing tool are not the answer
+    else:
+        assert texts == ["DIRECT a", "DIRECT b"]
+
+
 # -- writable ToolContext ----------------------------------------------------------------------------
 
 
