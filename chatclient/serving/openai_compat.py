@@ -394,23 +394,28 @@ class _SchemaFormat:
 
         return _INSTRUCTIONS + json.dumps(self.json_schema, indent=2, ensure_ascii=False)
 
+    def convert(self, text: str) -> Any:
+        return json.loads(_checked_json(text, self.json_schema))
+
 
 def _checked_json(text: str, schema: Mapping[str, Any]) -> str:
     """The answer as compact JSON text when it is a valid instance of ``schema``; 502 otherwise."""
-    import jsonschema
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # no stubs in deps
 
     from chatclient.converters.cleaning import clean_text
 
     try:
         value = json.loads(clean_text(text))
-        jsonschema.validate(value, schema)
-    except (ValueError, jsonschema.ValidationError, jsonschema.SchemaError):
+        problem = next(iter(Draft202012Validator(schema).iter_errors(value)), None)
+    except Exception:  # not JSON, a malformed schema, or one too deep to check (RecursionError)
+        problem = True
+    if problem is not None:
         raise EdgeError(
             502,
             "The model's answer is not valid JSON of the requested schema.",
             type="upstream_error",
             code="invalid_model_output",
-        ) from None
+        )
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -553,15 +558,16 @@ async def _chunks(events: AsyncIterator[StreamEvent], parsed: _Parsed) -> AsyncI
                     texts.append(event.text)
                 yield text_open + json.dumps(event.text).encode() + text_close
             elif isinstance(event, ReasoningDelta):
-                delta = {"reasoning_content": event.text}
-                yield frame({"index": 0, "delta": delta, "logprobs": None, "finish_reason": None})
+                yield frame(
+                    {"index": 0, "delta": {"reasoning_content": event.text}, "logprobs": None, "finish_reason": None}
+                )
             else:
                 outcome.see(event)
         if outcome.returned is not None:
-            delta: dict[str, Any] = {"tool_calls": _tool_calls(outcome.returned)}
+            calls: dict[str, Any] = {"tool_calls": _tool_calls(outcome.returned)}
             if outcome.returned.text:
-                delta["content"] = outcome.returned.text
-            yield frame({"index": 0, "delta": delta, "logprobs": None, "finish_reason": None})
+                calls["content"] = outcome.returned.text
+            yield frame({"index": 0, "delta": calls, "logprobs": None, "finish_reason": None})
         elif not outcome.streamed_text and outcome.agent_text:
             if texts is not None:
                 texts.append(outcome.agent_text)
