@@ -6,7 +6,10 @@ object. What the caller never passed does not travel, so an API key read from th
 read again from the worker's environment and is never written into the pickle; a key passed as
 ``api_key=`` travels with it (anyone who can read the pickle can read the key). Arguments that are
 live resources of the caller (``http_client=``, ``async_http_client=``) cannot travel: pickling
-raises ``TypeError`` naming what to pass instead.
+raises ``TypeError`` naming what to pass instead. The recorded arguments that hold a secret
+(``api_key``, ``token``, ``password``, ``credentials``, ``headers`` ...) are kept wrapped
+(``chatclient.redaction.Secret``, a masked mapping), so ``repr(vars(model))``, a traceback's locals
+and a log line never show them; the constructor gets them back unwrapped when the object is rebuilt.
 
 Two objects built with equal arguments compare equal.
 
@@ -19,10 +22,13 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import re
 import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
+
+from chatclient.redaction import MaskedMapping, masked_copy, reveal
 
 __all__ = ["PicklesWithoutLocks", "Reconstructible", "refuse_pickle", "with_fresh_locks", "without_locks"]
 
@@ -43,12 +49,23 @@ _LIVE_ARGUMENTS = {
 }
 
 
+_SECRET_ARGUMENT = re.compile(r"api_?key|token|secret|password|credential|auth|headers|dsn", re.IGNORECASE)
+
+
+def _masked(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The recorded keyword arguments with every secret-bearing one wrapped (masked in any repr)."""
+    return {
+        name: masked_copy(value) if _SECRET_ARGUMENT.search(name) and not callable(value) else value
+        for name, value in kwargs.items()
+    }
+
+
 def _recording(init: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         # The outermost __init__ records (a subclass calling super().__init__ keeps its own arguments).
         if "_init_call" not in self.__dict__:
-            self.__dict__["_init_call"] = (args, kwargs)
+            self.__dict__["_init_call"] = (args, _masked(kwargs))
         init(self, *args, **kwargs)
 
     __init__.__chatclient_recording__ = True  # type: ignore[attr-defined]
@@ -56,7 +73,10 @@ def _recording(init: Callable[..., None]) -> Callable[..., None]:
 
 
 def _rebuild(cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return cls(*args, **kwargs)
+    # Secrets were wrapped when recorded: the constructor gets the values themselves (a pickle made
+    # before the wrapping carries plain values, which pass through unchanged).
+    plain = {name: dict(value) if isinstance(value, MaskedMapping) else reveal(value) for name, value in kwargs.items()}
+    return cls(*args, **plain)
 
 
 class Reconstructible:

@@ -1,13 +1,16 @@
 """Removing secrets from texts: the one scrubber behind every error message, log line and span.
 
 Its own light module (no httpx) so that every part of the library can use it: the HTTP layer for
-API keys, the memory stores for connection-string passwords.
+API keys, the memory stores for connection-string passwords. ``Secret`` is the wrapper an object
+keeps a key in, so that its ``repr``, ``str`` and ``vars()`` never show it.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 REDACTED = "[REDACTED]"
@@ -75,4 +78,77 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-__all__ = ["REDACTED", "scrub"]
+class Secret:
+    """A secret (an API key, a token, a credentials tuple) that never shows itself.
+
+    ``repr``, ``str`` and ``format`` give ``Secret('…')``; ``reveal()`` returns the value to the
+    code that sends it. It pickles with its value (a pickle of an object built with an explicit
+    key carries that key, as documented): keep such pickles where you keep the key. Two secrets
+    are equal when their values are (compared in constant time for strings).
+
+    >>> key = Secret("sk-123456")
+    >>> print(key, [key], f"{key}")
+    Secret('…') [Secret('…')] Secret('…')
+    >>> key.reveal()
+    'sk-123456'
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value.reveal() if isinstance(value, Secret) else value
+
+    def reveal(self) -> Any:
+        """The value itself (for the header that sends it; never for a message)."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('…')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return repr(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Secret):
+            return NotImplemented
+        mine, theirs = self._value, other._value
+        if isinstance(mine, str) and isinstance(theirs, str):
+            return hmac.compare_digest(mine.encode(), theirs.encode())
+        return bool(mine == theirs)
+
+    def __hash__(self) -> int:
+        return hash((Secret, self._value))
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Secret, (self._value,))
+
+
+def reveal(value: Any) -> Any:
+    """``value`` itself, or what it wraps when it is a ``Secret``."""
+    return value.reveal() if isinstance(value, Secret) else value
+
+
+class MaskedMapping(dict[str, Any]):
+    """A mapping (request headers, say) whose ``repr`` and ``str`` show the names but never the values."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: '…'" for k in self) + "}"
+
+    __str__ = __repr__
+
+
+def masked_copy(value: Any) -> Any:
+    """``value`` wrapped so that it prints masked: a mapping's values hidden, anything else a ``Secret``."""
+    if isinstance(value, Secret | MaskedMapping) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return MaskedMapping(value)
+    return Secret(value)
+
+
+__all__ = ["REDACTED", "MaskedMapping", "Secret", "masked_copy", "reveal", "scrub"]

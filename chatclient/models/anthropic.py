@@ -99,6 +99,7 @@ from chatclient.models.http.sse import SSEDecoder
 from chatclient.models.wire import arguments_object, arguments_text
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
+from chatclient.redaction import MaskedMapping, Secret
 
 __all__ = [
     "CACHE_CONTROL_KEY",
@@ -928,7 +929,7 @@ class AnthropicChatModel(HTTPChatModel):
         # What a sibling model with extra beta headers is built from (see _for_betas).
         self._settings: dict[str, Any] = {
             "model": model,
-            "api_key": key,
+            "api_key": Secret(key) if key else None,  # masked in repr(vars(model)); unwrapped by resolve_api_key
             "base_url": url,
             "options": options,
             "timeout": timeout,
@@ -941,7 +942,7 @@ class AnthropicChatModel(HTTPChatModel):
             "backoff_max": backoff_max,
             "response_limits": response_limits,
         }
-        self._given_headers = dict(headers or {})
+        self._given_headers = MaskedMapping(headers or {})
         self._betas = frozenset(
             b.strip()
             for name, v in self._given_headers.items()

@@ -62,7 +62,6 @@ from chatclient.models.base import (
     ModelCapabilities,
     Usage,
 )
-from chatclient.models.http.eventstream import EventStreamDecoder, EventStreamMessage
 from chatclient.models.hosted_tools import function_tools
 from chatclient.models.http import (
     DEFAULT_TIMEOUT,
@@ -71,6 +70,7 @@ from chatclient.models.http import (
     assistant_text,
     error_for_status,
 )
+from chatclient.models.http.eventstream import EventStreamDecoder, EventStreamMessage
 from chatclient.models.http.sigv4 import CredentialSource, sign
 from chatclient.models.wire import (
     arguments_object,
@@ -615,7 +615,10 @@ class BedrockChatModel(HTTPChatModel):
     def _sign(self, url: str, content: bytes) -> dict[str, str]:
         """The SigV4 headers of one attempt (fresh clock, current credentials)."""
         headers = {"content-type": "application/json"}
-        return sign("POST", url, headers, content, self.credentials.get(), region=self.region, service=SERVICE)
+        credentials = self.credentials.get()
+        # credentials from botocore's chain appear only now (and renew): the scrubber learns them here
+        self._http.add_secrets(credentials.secrets())
+        return sign("POST", url, headers, content, credentials, region=self.region, service=SERVICE)
 
     def request_path(self, prompt: Prompt, *, stream: bool) -> str:
         """``/model/{modelId}/converse`` (or ``converse-stream``), the id percent-encoded whole."""

@@ -11,19 +11,23 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from chatclient.redaction import MaskedMapping, Secret
+
 _SENSITIVE_HEADER = re.compile(r"authorization|cookie|api[-_]?key|token|secret|password|auth", re.IGNORECASE)
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-def validate_api_key(value: str | None, *, source: str = "api_key") -> str | None:
+def validate_api_key(value: str | Secret | None, *, source: str = "api_key") -> str | None:
     """The key with surrounding whitespace stripped, ``None`` if empty; bad keys raise ``ValueError``.
 
     A key must be printable ASCII (what an HTTP header can carry; ``httpx`` refuses anything
-    else). The error names ``source`` and the position, never the key itself.
+    else). A ``Secret`` is unwrapped. The error names ``source`` and the position, never the key.
 
     >>> validate_api_key("  sk-abc\\n")
     'sk-abc'
     """
+    if isinstance(value, Secret):
+        value = value.reveal()
     if value is None:
         return None
     if not isinstance(value, str):
@@ -41,7 +45,7 @@ def validate_api_key(value: str | None, *, source: str = "api_key") -> str | Non
 
 
 def resolve_api_key(
-    api_key: str | None, env_var: str, *, provider: str, required: bool, where: str = ""
+    api_key: str | Secret | None, env_var: str, *, provider: str, required: bool, where: str = ""
 ) -> tuple[str | None, str]:
     """The validated key (argument, else ``env_var``) and a description of where it came from.
 
@@ -90,6 +94,42 @@ def _header_secrets(headers: Mapping[str, str]) -> list[str]:
     return found
 
 
+_SIGV4_SIGNATURE = re.compile(r"Signature=([0-9a-f]{16,})")
+_ROTATING_KEEP = 16  # per-request credentials remembered for scrubbing (tokens rotate: the last few)
+
+
+def _per_request_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The credentials in the headers a per-request hook added (an Entra ID bearer token, a SigV4
+    session token and signature): what the scrubber must know before an error can echo them.
+
+    Unlike ``_header_secrets`` a whole ``Authorization`` value is not taken when its scheme is
+    SigV4: its long public parts (``SignedHeaders=content-type;host``) would redact ordinary text.
+    """
+    found: list[str] = []
+    for name in _credential_headers(headers):
+        value = headers[name]
+        scheme, _, rest = value.partition(" ")
+        if scheme.upper().startswith("AWS4-"):
+            found += _SIGV4_SIGNATURE.findall(rest)
+        elif rest and scheme.lower() in ("bearer", "basic", "token", "apikey"):
+            found.append(rest)
+        else:
+            found.append(value)
+    return found
+
+
+def with_secrets(secrets: tuple[str, ...], fixed: int, fresh: list[str]) -> _Secrets:
+    """``secrets`` (whose first ``fixed`` are the constructor's) plus ``fresh`` ones, keeping only the
+    last few per-request secrets so a long-lived model does not collect every token it ever used."""
+    from chatclient.redaction import _MIN_SECRET
+
+    new = [v for v in fresh if len(v) >= _MIN_SECRET and v not in secrets]
+    if not new:
+        return secrets if isinstance(secrets, _Secrets) else _Secrets(secrets)
+    rotating = [*secrets[fixed:], *new][-_ROTATING_KEEP:]
+    return _Secrets([*secrets[:fixed], *rotating])
+
+
 def _check_headers(headers: Mapping[str, str]) -> None:
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
@@ -112,11 +152,8 @@ class _Secrets(tuple[str, ...]):
         return f"<{len(self)} secret(s)>"
 
 
-class _RedactedHeaders(dict[str, str]):
+class _RedactedHeaders(MaskedMapping):
     """Request headers whose repr hides values, so tracebacks with locals never show a key."""
-
-    def __repr__(self) -> str:
-        return "{" + ", ".join(f"{k!r}: '…'" for k in self) + "}"
 
 
 def env_or(value: str | None, *names: str) -> str | None:

@@ -28,9 +28,11 @@ from chatclient.models.http.credentials import (
     _check_headers,
     _credential_headers,
     _header_secrets,
+    _per_request_secrets,
     _RedactedHeaders,
     _Secrets,
     redact_url,
+    with_secrets,
 )
 from chatclient.models.http.error_mapping import BODY_EXCERPT_CHARS, _transport_error, error_for_status, server_label
 from chatclient.models.http.lane import (
@@ -155,6 +157,7 @@ class HTTPTransport:
         # (the later entry wins) instead of both going out.
         self._headers.update({name.lower(): value for name, value in extra.items()})
         self._secrets = _Secrets(s for s in [*found, *_header_secrets(extra)] if len(s) >= _MIN_SECRET)
+        self._fixed_secrets = len(self._secrets)
         self._client = http_client
         self._owns_client = http_client is None
         self._stripes: list[httpx.Client | None] = [None] * _SYNC_STRIPES
@@ -289,6 +292,7 @@ class HTTPTransport:
             return {}
         extra = {name.lower(): value for name, value in self.request_headers(self.base_url + path, content).items()}
         _check_headers(extra)
+        self.add_secrets(_per_request_secrets(extra))
         return extra
 
     @staticmethod
@@ -304,6 +308,11 @@ class HTTPTransport:
             scrub=self.scrub,
             credential_headers=_credential_headers(request.headers),
         )
+
+    def add_secrets(self, values: Sequence[str]) -> None:
+        """Make the scrubber know credentials that appear after construction (a token provider's
+        tokens, credentials from botocore's chain): no error text, log line or span shows them."""
+        self._secrets = with_secrets(self._secrets, getattr(self, "_fixed_secrets", 0), list(values))
 
     def scrub(self, text: str) -> str:
         """``text`` with this transport's secrets removed."""
