@@ -11,6 +11,8 @@ refuses such requests by their headers before any application code runs:
 * ``Origin``, when a browser sends one, must be a loopback origin or one of ``allowed_origins``
   (``"https://app.example.com"``, or ``"http://localhost:*"`` for any port); otherwise 403.
   Requests without ``Origin`` (curl, SDKs, servers) are not browser requests and pass.
+* A request carrying two ``Host`` (or two ``Origin``) headers is refused the same way: a proxy in
+  front and this server might each read a different one.
 * ``auth`` (sync or async, gets a Starlette ``Request``) runs after the headers pass; what it
   returns is the *principal*: ``None`` or ``False`` refuse with 401, anything else lets the request in.
 
@@ -128,20 +130,27 @@ class HostOriginGuard:
 
     def check(self, headers: Iterable[tuple[bytes, bytes]]) -> Refusal | None:
         """The refusal for a request with these raw ASGI headers, or ``None`` when they pass."""
-        host: str | None = None
-        origin: str | None = None
+        hosts: list[str] = []
+        origins: list[str] = []
         for name, value in headers:
-            if name == b"host" and host is None:
-                host = value.decode("latin-1").strip()
-            elif name == b"origin" and origin is None:
-                origin = value.decode("latin-1").strip()
+            if name == b"host":
+                hosts.append(value.decode("latin-1").strip())
+            elif name == b"origin":
+                origins.append(value.decode("latin-1").strip())
+        # Two Host (or Origin) headers are refused: a proxy and this server might each read another one.
         if self.hosts is not None and (
-            not host or len(host) > _MAX_HEADER_CHARS or not _matches(host, self.hosts, default_port_ok=True)
+            len(hosts) != 1
+            or not hosts[0]
+            or len(hosts[0]) > _MAX_HEADER_CHARS
+            or not _matches(hosts[0], self.hosts, default_port_ok=True)
         ):
             return Refusal(421, "Invalid Host header: this server does not answer to that name")
-        if origin is not None and self.origins is not None and (
+        if origins and self.origins is not None and (
+            len(origins) != 1
             # "null" (sandboxed frames, file:// pages) is never a trusted browser origin
-            origin == "null" or len(origin) > _MAX_HEADER_CHARS or not _matches(origin, self.origins, default_port_ok=True)
+            or origins[0] == "null"
+            or len(origins[0]) > _MAX_HEADER_CHARS
+            or not _matches(origins[0], self.origins, default_port_ok=True)
         ):
             return Refusal(403, "Invalid Origin header: this origin may not call this server")
         return None
@@ -174,7 +183,8 @@ def guarded(
     render: RenderRefusal = _plain,
     on_principal: Callable[[dict[str, Any], Any], None] | None = None,
 ) -> Callable[[Any, Any, Any], Awaitable[None]]:
-    """``app`` behind ``guard`` and ``auth``, for every HTTP request (websockets get the same header check).
+    """``app`` behind ``guard`` and ``auth``, for every HTTP request and websocket handshake (a refused
+    websocket is closed with code 1008; its ``auth`` hook gets a Starlette ``HTTPConnection``).
 
     The principal an ``auth`` hook returns is stored in the ASGI scope under ``"chatclient.principal"``
     (and handed to ``on_principal(scope, principal)`` when given) for the app to pass on.
@@ -185,10 +195,12 @@ def guarded(
     async def gate(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket"):
             refusal = guard.check(scope.get("headers") or ())
-            if refusal is None and auth is not None and scope["type"] == "http":
-                from starlette.requests import Request
+            if refusal is None and auth is not None:
+                from starlette.requests import HTTPConnection, Request
 
-                principal = await call_auth(auth, Request(scope, receive))
+                # A websocket handshake has no body to read: its hook gets the connection (headers, URL).
+                request = Request(scope, receive) if scope["type"] == "http" else HTTPConnection(scope)
+                principal = await call_auth(auth, request)
                 if principal is None:
                     refusal = Refusal(401, "Unauthorized: missing or invalid credentials")
                 else:

@@ -11,27 +11,36 @@ agent's last model calls, then the task completes. A run that suspends (``human_
 responder) puts the task in ``input-required`` with the question; the next message on that task is
 the answer (``resume``). An agent error fails the task with the error's type (and its message with
 ``expose_errors=True``).
+
+Every request first passes ``chatclient.asgi_guard``: a ``Host`` the server is not reached as is
+refused with 421 and a foreign browser ``Origin`` with 403 (DNS rebinding), then the ``auth`` hook
+(401 when it returns ``None`` or ``False``); its principal names the caller whose conversations and
+tasks these are. The agent card stays readable without ``auth`` (clients read it to learn how to call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from chatclient.a2a._sdk import EXTRA_HINT, clip, output_text, sdk
 from chatclient.agents.base import Agent
 from chatclient.agents.scope import AgenticScope
+from chatclient.asgi_guard import AuthHook, HostOriginGuard, guarded
 from chatclient.events import TextDelta
 
 MAX_CONTEXTS = 1_000
 """Default number of conversations (A2A contexts) and waiting tasks a server remembers (oldest dropped)."""
 MAX_REQUEST_BYTES = 1_000_000
 """Default cap on the bytes of one request body; larger ones get 413."""
+CARD_PATH = "/.well-known/agent-card.json"
 
 
 class _AgentExecutor:
@@ -288,6 +297,9 @@ def a2a_app(
     max_request_bytes: int = MAX_REQUEST_BYTES,
     max_duration: float | None = None,
     task_store: Any = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    auth: AuthHook | None = None,
 ) -> Any:
     """An ASGI app serving ``agent`` over A2A (JSON-RPC at ``url``'s path, the card at
     ``/.well-known/agent-card.json``), to mount or run with any ASGI server.
@@ -295,9 +307,16 @@ def a2a_app(
     ``url`` is the public address written in the card. ``max_duration`` (seconds) bounds each run
     (past it the task fails with ``DeadlineExceededError``). ``task_store`` is an SDK ``TaskStore``
     (default: in memory).
-    """
-    from urllib.parse import urlsplit
 
+    The ``Host`` header must name ``url``'s host, a loopback name when ``url`` is on loopback, or one
+    of ``allowed_hosts`` (``"agents.example.com"``, ``"name:*"`` for any port): 421 otherwise. A
+    browser ``Origin`` must be ``url``'s own, a loopback one on loopback, or one of
+    ``allowed_origins``: 403 otherwise. ``url`` on a wildcard address (``0.0.0.0``, ``::``) accepts
+    any ``Host`` and warns (``UserWarning``) unless ``allowed_hosts`` or ``auth`` is given.
+    ``auth(request) -> principal | None`` (sync or async, a Starlette ``Request``) runs on every
+    request but the card's; ``None`` or ``False`` answers 401; the principal's ``str()`` (or a
+    Starlette ``BaseUser`` returned as is) names the caller that owns the conversations and tasks.
+    """
     if not isinstance(agent, Agent):
         raise TypeError(f"a2a_app serves a chatclient Agent, got {type(agent).__name__}")
     for label, value in (("max_contexts", max_contexts), ("max_request_bytes", max_request_bytes)):
@@ -311,6 +330,31 @@ def a2a_app(
         from starlette.applications import Starlette
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(EXTRA_HINT) from exc
+    parts = urlsplit(url)
+    bind = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"a2a_app: {url!r} is not a URL with a valid port") from None
+    try:
+        wildcard = not bind or ipaddress.ip_address(bind).is_unspecified
+    except ValueError:
+        wildcard = False  # a name, not an address
+    if wildcard:  # no name to check Host against: only allowed_hosts or auth protect it
+        guard = HostOriginGuard.for_bind(
+            bind or "0.0.0.0", allowed_hosts, allowed_origins, has_auth=auth is not None, surface="A2A", strict=False
+        )
+    else:  # the card's own address is a name this server is reached as, and its origin may call it
+        named = f"[{bind}]" if ":" in bind else bind
+        own_origin = f"{parts.scheme.lower()}://{named}" + (f":{port}" if port is not None else "")
+        guard = HostOriginGuard.for_bind(
+            bind,
+            [*(allowed_hosts or ()), f"{named}:*"],
+            [*(allowed_origins or ()), own_origin],
+            has_auth=auth is not None,
+            surface="A2A",
+            strict=False,
+        )
     card = agent_card(agent, url=url, name=name, description=description, version=version, streaming=streaming)
     if max_duration is not None:
         from chatclient.events import check_max_duration
@@ -324,11 +368,35 @@ def a2a_app(
         task_store=task_store if task_store is not None else InMemoryTaskStore(),
         agent_card=card,
     )
-    path = urlsplit(url).path or "/"
+    path = parts.path or "/"
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=path)]
-    app = Starlette(routes=routes)
-    app.state.agent_card = card
-    return _BodyLimit(app, max_request_bytes)
+    inner = _BodyLimit(Starlette(routes=routes), max_request_bytes)
+    return _App(inner, guard, auth, card)
+
+
+def _as_user(scope: dict[str, Any], principal: Any) -> None:
+    """Give the SDK the caller ``auth`` named, as Starlette's ``scope["user"]`` (its call context reads it)."""
+    if "user" in scope:  # an authentication middleware outside already named the caller
+        return
+    from starlette.authentication import BaseUser, SimpleUser
+
+    scope["user"] = principal if isinstance(principal, BaseUser) else SimpleUser(str(principal))
+
+
+class _App:
+    """The ASGI app ``a2a_app`` returns: the Host/Origin/auth gate, the body limit, the SDK's routes.
+
+    ``card`` is the served ``AgentCard``. The card's path passes the Host/Origin check but not ``auth``.
+    """
+
+    def __init__(self, inner: Any, guard: HostOriginGuard, auth: AuthHook | None, card: Any) -> None:
+        self.card = card
+        self._gate = guarded(inner, guard, auth, on_principal=_as_user)
+        self._open = guarded(inner, guard) if auth is not None else self._gate
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        public = scope["type"] == "http" and scope.get("path") == CARD_PATH and scope.get("method") in ("GET", "HEAD")
+        await (self._open if public else self._gate)(scope, receive, send)
 
 
 class A2AServer:
@@ -372,7 +440,12 @@ def serve_a2a(
 
     ``port=0`` picks a free port (see ``server.url``). ``options`` go to ``a2a_app`` (``input_key``,
     ``expose_errors``, ``max_contexts``, ``max_request_bytes``, ``max_duration``, ``task_store``,
-    ``version``, ``streaming``). Returns an ``A2AServer``; call ``stop()`` or use it as a context manager.
+    ``version``, ``streaming``, ``allowed_hosts``, ``allowed_origins``, ``auth``). Returns an
+    ``A2AServer``; call ``stop()`` or use it as a context manager.
+
+    On loopback (the default) only loopback ``Host`` and ``Origin`` headers pass (DNS rebinding);
+    ``host="0.0.0.0"`` without ``allowed_hosts`` or ``auth`` warns (``UserWarning``) at start, since
+    anyone who reaches the port, web pages included, can then run the agent.
     """
     try:
         import uvicorn
@@ -418,7 +491,7 @@ def serve_a2a(
             raise RuntimeError(f"the A2A server for {agent.name!r} did not start within {startup_timeout:g} s")
         threading.Event().wait(0.02)
         waited += 0.02
-    return A2AServer(server, thread, url, app.app.state.agent_card)
+    return A2AServer(server, thread, url, app.card)
 
 
 __all__ = ["A2AServer", "a2a_app", "agent_card", "serve_a2a"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from chatclient.asgi_guard import HostOriginGuard, call_auth, guarded
 from chatclient.errors import ToolError
 from chatclient.mcp._sdk import MCPError, types
 from chatclient.messages import AssistantMessage, Message, UserMessage
@@ -32,9 +32,8 @@ PromptFunction = Callable[..., "str | Sequence[Message]"]
 
 AuthHook = Callable[[Any], "bool | Awaitable[bool]"]
 """``auth(request) -> bool`` (sync or async): gets every HTTP request (a Starlette ``Request``) before
-the MCP transport does; ``False`` answers 401. Check a bearer token or a client certificate here."""
-
-_LOOPBACK_NAMES = ("localhost",)
+the MCP transport does; ``False`` (anything but ``True``) answers 401. Check a bearer token or a client
+certificate here."""
 
 
 def chat_client_tool(
@@ -298,69 +297,22 @@ def build_server(
     return Server(name, instructions=instructions, **handlers)
 
 
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _security_settings(
-    host: str,
-    allowed_hosts: Sequence[str] | None,
-    allowed_origins: Sequence[str] | None,
-    auth: AuthHook | None,
-) -> Any:
-    """The SDK's Host/Origin settings for ``host``; refuses a non-loopback bind with neither lists nor ``auth``."""
+def _transport_settings() -> Any:
+    """The SDK's own Host/Origin check, off: ``chatclient.asgi_guard`` checks every request before the
+    SDK sees it (the SDK's copy would refuse names our gate lets in, e.g. ``allowed_hosts``)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    hosts = list(allowed_hosts or ())
-    origins = list(allowed_origins or ())
-    for value in (*hosts, *origins):
-        if not isinstance(value, str) or not value:
-            raise TypeError("allowed_hosts / allowed_origins take non-empty strings such as 'mcp.example.com:*'")
-    if _is_loopback(host):
-        bound = f"[{host.strip('[]')}]" if ":" in host else host  # e.g. 127.0.0.2: its own name is fine too
-        for name in dict.fromkeys(("127.0.0.1", "localhost", "[::1]", bound.lower())):
-            hosts.append(f"{name}:*")
-            origins.append(f"http://{name}:*")
-    elif not hosts:
-        if auth is None:
-            raise ValueError(
-                f"serving MCP over HTTP on the non-loopback address {host!r} lets any web page a user visits "
-                "reach the tools (DNS rebinding): pass allowed_hosts=[...] (and allowed_origins=[...] for "
-                "browser clients) or auth=<hook>; see docs/guide/mcp.md"
-            )
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def _guarded(app: Any, settings: Any, auth: AuthHook | None) -> Any:
-    """``app`` behind the Host/Origin check and the ``auth`` hook, for every HTTP request of every transport."""
-    from mcp.server.transport_security import TransportSecurityMiddleware
-    from starlette.requests import Request
-    from starlette.responses import Response
+def _yes_or_no(auth: AuthHook) -> Callable[[Any], Awaitable[bool | None]]:
+    """MCP's ``auth`` hook answers yes or no: only ``True`` lets a request in (``None`` refuses it), as
+    documented, so a hook returning some other truthy value by mistake does not open the server."""
 
-    security = TransportSecurityMiddleware(settings)
+    async def hook(request: Any) -> bool | None:
+        return True if await call_auth(auth, request) is True else None
 
-    async def guard(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            request = Request(scope, receive)
-            refusal = await security.validate_request(request, is_post=False)
-            if refusal is None and auth is not None:
-                allowed = auth(request)
-                if inspect.isawaitable(allowed):
-                    allowed = await allowed
-                if allowed is not True:
-                    refusal = Response("Unauthorized", status_code=401)
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-        await app(scope, receive, send)
-
-    return guard
+    return hook
 
 
 def http_app(
@@ -384,13 +336,22 @@ def http_app(
         raise ValueError(f"http_app serves 'http' or 'sse', got {transport!r}")
     if auth is not None and not callable(auth):
         raise TypeError("auth takes a function auth(request) -> bool (sync or async)")
-    settings = _security_settings(host, allowed_hosts, allowed_origins, auth)
+    guard = HostOriginGuard.for_bind(
+        host,
+        allowed_hosts,
+        allowed_origins,
+        has_auth=auth is not None,
+        surface="MCP over HTTP",
+        guide="docs/guide/mcp.md",
+        strict=True,
+    )
+    settings = _transport_settings()
     app = (
         server.streamable_http_app(streamable_http_path=path, host=host, transport_security=settings)
         if transport == "http"
         else _sse_app(server, settings)
     )
-    return _guarded(app, settings, auth)
+    return guarded(app, guard, None if auth is None else _yes_or_no(auth))
 
 
 async def aserve(

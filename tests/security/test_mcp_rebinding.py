@@ -106,3 +106,16 @@ def test_loopback_serving_still_refuses_foreign_names_in_process() -> None:
     other_loopback = http_app(build_server([add]), transport="sse", host="127.0.0.2")
     assert _get(other_loopback, "/messages/", {"Host": "127.0.0.2:8000"}).status_code == 400  # its own name passes
     assert _get(other_loopback, "/messages/", {"Host": "evil.example"}).status_code == 421
+
+
+def test_the_mcp_gate_is_the_shared_asgi_guard() -> None:
+    """Issue 36: MCP serving uses chatclient.asgi_guard, so what the shared gate refuses MCP refuses too
+    (two Host headers, which the SDK's own check read as the first one only), while its yes-or-no
+    ``auth`` contract holds: only ``True`` lets a request in."""
+    app = http_app(build_server([add]), transport="sse")
+    doubled = [("Host", "localhost:8000"), ("Host", "evil.example")]
+    assert _get(app, "/messages/", doubled).status_code == 421  # type: ignore[arg-type]
+    assert _get(app, "/messages/", {"Host": "localhost:8000", "Origin": "null"}).status_code == 403
+    for answer, status in ((True, 400), ("yes", 401), (1, 401), (None, 401), (False, 401)):
+        hooked = http_app(build_server([add]), transport="sse", auth=lambda request, answer=answer: answer)
+        assert _get(hooked, "/messages/", {"Host": "localhost:8000"}).status_code == status, answer
