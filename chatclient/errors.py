@@ -470,6 +470,15 @@ class BatchTimeoutError(BatchError, TimeoutError):
         self.timeout = timeout
 
 
+class CheckpointError(BatchError):
+    """A ``run_many`` checkpoint file cannot be read back (damaged, truncated, or not written by
+    ``run_many``); ``path`` names the file. Nothing was run: move the file away to start over."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class SharedStateError(ChatClientError):
     """The shared store of a fleet-wide ``RateLimiter`` or ``Budget`` (Redis) failed; ``where`` is its
     host and port (never credentials)."""
@@ -529,6 +538,7 @@ __all__ = [
     "ChatClientError",
     "ChatMemoryError",
     "ChatMemoryTimeoutError",
+    "CheckpointError",
     "CircuitOpenError",
     "ContextWindowExceededError",
     "DeadlineExceededError",

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from chatclient import jsonsafe
 from chatclient.errors import BatchError, ModelError
 from chatclient.models.http.error_mapping import _transport_error, error_for_status
 from chatclient.models.http.transport import HTTPTransport
@@ -109,6 +110,6 @@ class BatchHTTP:
             if len(raw) > MAX_LINE_BYTES:
                 raise BatchError(f"line {number} of the results file at {path} is longer than {MAX_LINE_BYTES} bytes")
             try:
-                yield number, json.loads(raw)
+                yield number, jsonsafe.loads(raw)  # bounded depth: a hostile line is not a RecursionError
             except ValueError as exc:
                 raise BatchError(f"line {number} of the results file at {path} is not JSON ({exc})") from None

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from chatclient.errors import BatchError
+from chatclient.errors import BatchError, CheckpointError
 from chatclient.models.base import Usage
 
 __all__ = ["Checkpoint", "function_fingerprint", "item_digest"]
@@ -93,7 +93,10 @@ def _usage_json(usage: Usage | None) -> str | None:
 def _usage_of(text: str | None) -> Usage | None:
     if text is None:
         return None
-    return Usage(*json.loads(text))
+    fields = json.loads(text)
+    if not isinstance(fields, list) or len(fields) > 6 or not all(isinstance(f, int | None) for f in fields):
+        raise ValueError("a usage row of the wrong shape")
+    return Usage(*fields)
 
 
 class Checkpoint:
@@ -120,9 +123,10 @@ class Checkpoint:
             db.executescript(_SCHEMA)
             row = db.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise BatchError(
+            raise CheckpointError(
                 f"cannot use {str(self.path)!r} as a checkpoint ({exc}); pass the path of a new file "
-                "or of a checkpoint written by run_many"
+                "or of a checkpoint written by run_many",
+                path=str(self.path),
             ) from exc
         if row is None:
             db.execute("INSERT INTO meta (key, value) VALUES ('fingerprint', ?)", (fingerprint,))
@@ -140,11 +144,27 @@ class Checkpoint:
         return self._db
 
     def done(self) -> Iterator[tuple[int, bytes, Any, Usage | None]]:
-        """The finished items, by index: (index, digest, value, usage). Reads on its own connection."""
+        """The finished items, by index: (index, digest, value, usage). Reads on its own connection.
+
+        A row that does not read back (a damaged file, a value whose class is gone) is a
+        ``CheckpointError`` naming the file and the item, never a bare unpickling error.
+        """
         reader = sqlite3.connect(self.path, check_same_thread=False)
+        idx: Any = None
         try:
             for idx, digest, value, usage in reader.execute("SELECT idx, digest, value, usage FROM items ORDER BY idx"):
-                yield idx, bytes(digest), pickle.loads(value), _usage_of(usage)
+                if not isinstance(idx, int) or not isinstance(digest, bytes) or not isinstance(value, bytes):
+                    raise TypeError("a row of the wrong shape")
+                yield idx, digest, pickle.loads(value), _usage_of(usage)
+        except Exception as exc:
+            if isinstance(exc, BatchError):
+                raise
+            where = f" at item {idx}" if isinstance(idx, int) else ""
+            raise CheckpointError(
+                f"checkpoint {str(self.path)!r} is damaged{where} ({type(exc).__name__}); nothing was run. Move "
+                "the file away (or pass a new checkpoint path) to start over",
+                path=str(self.path),
+            ) from None
         finally:
             reader.close()
 

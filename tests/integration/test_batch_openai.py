@@ -237,3 +237,14 @@ def test_results_files_are_bounded_and_must_be_json(server: LoopbackServer) -> N
     server.set_default(f"/v1/files/{out_id}/content", Reply(200, body=b'{"custom_id": "item-0"}\nnot json\n'))
     with pytest.raises(BatchError, match="line 2"):
         OpenAIBatch(model(server)).attach(job.id).results()
+
+
+def test_a_deeply_nested_results_line_is_a_batch_error(server: LoopbackServer) -> None:
+    fake = FakeOpenAIBatches(server)
+    c = client(server)
+    job = OpenAIBatch(model(server)).submit([c.prompt("a")]).wait(poll_interval=0.01, progress=False)
+    out_id = fake.jobs[job.parts[0]]["output_file_id"]
+    nested = b'{"custom_id": "item-0", "response": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\n"
+    server.set_default(f"/v1/files/{out_id}/content", Reply(200, body=nested))
+    with pytest.raises(BatchError, match="line 1"):
+        job.results()

@@ -325,3 +325,19 @@ async def test_async_iterable_is_read_as_the_run_goes() -> None:
             assert len(produced) < 50  # not collected up front: at most a few windows read ahead
         seen += 1
     assert seen == 200
+
+
+def test_a_damaged_checkpoint_is_a_typed_error_naming_the_file(tmp_path: Path) -> None:
+    from chatclient.errors import CheckpointError
+
+    path = tmp_path / "damaged.sqlite"
+    run_many(triple, [1, 2, 3], progress=False, checkpoint=path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE items SET value = ? WHERE idx = 1", (b"\x80\x05not a pickle at all",))
+    with pytest.raises(CheckpointError, match=r"damaged\.sqlite.*item 1") as info:
+        run_many(triple, [1, 2, 3], progress=False, checkpoint=path)
+    assert info.value.path == str(path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE items SET value = ?, usage = '{\"a\": 1}' WHERE idx = 1", (b"\x80\x05K\x06.",))
+    with pytest.raises(CheckpointError, match="damaged"):
+        run_many(triple, [1, 2, 3], progress=False, checkpoint=path)
