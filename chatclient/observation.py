@@ -8,7 +8,7 @@ installed (the default) every hook is a single ``None`` check, so the hooks cost
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -51,6 +51,15 @@ def observe_embedding(model: Any, count: int) -> Observation | None:
     observer = _observer
     start = getattr(observer, "start_embedding", None) if observer is not None else None
     return None if start is None else start(model, count)  # type: ignore[no-any-return]
+
+
+def observe_media(model: Any, operation: str, attributes: Mapping[str, Any]) -> Observation | None:
+    """Start an observation of one image, transcription or speech call (``operation`` such as
+    ``"generate_image"``, ``attributes`` the request's size, format and the like) when the observer
+    has the optional hook ``start_media(model, operation, attributes)``; it finishes with the result."""
+    observer = _observer
+    start = getattr(observer, "start_media", None) if observer is not None else None
+    return None if start is None else start(model, operation, attributes)  # type: ignore[no-any-return]
 
 
 def observe_retrieval(store: Any, request: Any) -> Observation | None:

@@ -36,14 +36,89 @@ from chatclient import jsonsafe
 from chatclient.errors import AuthenticationError, ModelHTTPError, RefusalError
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata, ModelCapabilities
 from chatclient.models.http import DEFAULT_TIMEOUT, ResponseLimits, env_or, resolve_api_key, validate_api_key
-from chatclient.models.openai import OpenAIChatModel, OpenAIStreamParser, StructuredOutputStyle
 from chatclient.models.http.sse import SSEDecoder, SSEEvent
+from chatclient.models.openai import OpenAIChatModel, OpenAIStreamParser, StructuredOutputStyle
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 
-__all__ = ["AzureOpenAIChatModel", "AzureStreamParser", "content_filter_refusal"]
+__all__ = [
+    "AzureOpenAIChatModel",
+    "AzureStreamParser",
+    "azure_auth",
+    "azure_base_url",
+    "bearer_header",
+    "content_filter_refusal",
+]
 
 TokenProvider = Callable[[], str]
+VENDOR_HOSTS = ("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com")
+
+
+def azure_base_url(endpoint: str | None, deployment: str, api_version: str | None) -> str:
+    """The API root of ``deployment``: ``{endpoint}/openai/deployments/{deployment}`` with an
+    ``api_version``, else the v1 root ``{endpoint}/openai/v1`` (``endpoint`` defaults to
+    ``AZURE_OPENAI_ENDPOINT``)."""
+    if not isinstance(deployment, str) or not deployment.strip():
+        raise ValueError("deployment must name the Azure OpenAI deployment (the name chosen when deploying)")
+    root = env_or(endpoint, "AZURE_OPENAI_ENDPOINT")
+    if not root:
+        raise ValueError(
+            "Azure OpenAI needs the resource endpoint: pass endpoint='https://<resource>.openai.azure.com' "
+            "or set AZURE_OPENAI_ENDPOINT"
+        )
+    root = root.rstrip("/")
+    if root.endswith("/openai") or root.endswith("/openai/v1"):
+        root = root.rsplit("/openai", 1)[0]
+    return f"{root}/openai/deployments/{quote(deployment, safe='')}" if api_version else f"{root}/openai/v1"
+
+
+def azure_auth(
+    api_key: str | None, token_provider: TokenProvider | None, where: str
+) -> tuple[dict[str, str], str | None, str]:
+    """(headers, key, where the credential comes from) for an API key (``api_key``, else
+    ``AZURE_OPENAI_API_KEY``) or a ``token_provider``, which are exclusive."""
+    if token_provider is not None and api_key is not None:
+        raise ValueError("pass either api_key or token_provider, not both")
+    if token_provider is not None:
+        if not callable(token_provider):
+            raise TypeError("token_provider must be a callable returning a bearer token string")
+        return {}, None, "the token_provider (Entra ID bearer token)"
+    key, credential = resolve_api_key(
+        api_key, "AZURE_OPENAI_API_KEY", provider="Azure OpenAI", required=True, where=f" for {where}"
+    )
+    assert key is not None
+    return {"api-key": key}, key, credential
+
+
+def bearer_header(token_provider: TokenProvider) -> dict[str, str]:
+    """The ``Authorization`` header of one attempt, from a fresh call of ``token_provider``."""
+    token = token_provider()
+    if inspect.isawaitable(token):
+        close = getattr(token, "close", None)
+        if callable(close):
+            close()  # never awaited: say so instead of leaving a warning behind
+        raise TypeError(
+            "token_provider returned an awaitable; pass a synchronous provider "
+            "(azure.identity.get_bearer_token_provider, not the .aio one)"
+        )
+    value = getattr(token, "token", token)  # an azure.core AccessToken works too
+    checked = validate_api_key(value if isinstance(value, str) else None, source="the token_provider")
+    if checked is None:
+        raise AuthenticationError("the token_provider returned no token; check the Azure credential it wraps")
+    return {"authorization": f"Bearer {checked}"}
+
+
+def refused_token(exc: AuthenticationError) -> AuthenticationError:
+    """The error of a token the service refused twice (asked again after the first 401)."""
+    return AuthenticationError(
+        f"{exc} - the token_provider's token was refused twice (asked again after the first 401); "
+        "check the Azure credential and its role on the resource (Cognitive Services OpenAI User)",
+        status=exc.status,
+        body=exc.body,
+        code=exc.code,
+        type=exc.type,
+        request_id=exc.request_id,
+    )
 
 
 def _filtered(results: Any) -> list[str]:
@@ -164,7 +239,7 @@ class AzureOpenAIChatModel(OpenAIChatModel):
     """
 
     provider = "Azure OpenAI"
-    vendor_hosts = ("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com")
+    vendor_hosts = VENDOR_HOSTS
     otel_provider = "azure.ai.openai"  # gen_ai.provider.name in OpenTelemetry spans (semantic conventions)
 
     def __init__(
@@ -187,34 +262,12 @@ class AzureOpenAIChatModel(OpenAIChatModel):
         structured_output: StructuredOutputStyle | None = None,
         response_limits: ResponseLimits | None = None,
     ) -> None:
-        if not isinstance(deployment, str) or not deployment.strip():
-            raise ValueError("deployment must name the Azure OpenAI deployment (the name chosen when deploying)")
-        root = env_or(endpoint, "AZURE_OPENAI_ENDPOINT")
-        if not root:
-            raise ValueError(
-                "Azure OpenAI needs the resource endpoint: pass endpoint='https://<resource>.openai.azure.com' "
-                "or set AZURE_OPENAI_ENDPOINT"
-            )
-        if token_provider is not None and api_key is not None:
-            raise ValueError("pass either api_key or token_provider, not both")
-        if token_provider is not None and not callable(token_provider):
-            raise TypeError("token_provider must be a callable returning a bearer token string")
-        all_headers = dict(headers or {})
-        key: str | None = None
-        credential = "the token_provider (Entra ID bearer token)"
-        if token_provider is None:
-            key, credential = resolve_api_key(
-                api_key, "AZURE_OPENAI_API_KEY", provider="Azure OpenAI", required=True, where=f" for {root}"
-            )
-            assert key is not None
-            all_headers["api-key"] = key
+        base = azure_base_url(endpoint, deployment, api_version)
+        auth, _, credential = azure_auth(api_key, token_provider, base.rsplit("/openai", 1)[0])
+        all_headers = {**(headers or {}), **auth}
         self.deployment = deployment
         self.api_version = api_version
         self.token_provider = token_provider
-        root = root.rstrip("/")
-        if root.endswith("/openai") or root.endswith("/openai/v1"):
-            root = root.rsplit("/openai", 1)[0]
-        base = f"{root}/openai/deployments/{quote(deployment, safe='')}" if api_version else f"{root}/openai/v1"
         super().__init__(
             deployment,
             api_key="",  # the key (if any) travels in api-key, set above
@@ -241,20 +294,7 @@ class AzureOpenAIChatModel(OpenAIChatModel):
     def _bearer(self, url: str, content: bytes) -> dict[str, str]:
         """The ``Authorization`` header of one attempt, from a fresh call of the token provider."""
         assert self.token_provider is not None
-        token = self.token_provider()
-        if inspect.isawaitable(token):
-            close = getattr(token, "close", None)
-            if callable(close):
-                close()  # never awaited: say so instead of leaving a warning behind
-            raise TypeError(
-                "token_provider returned an awaitable; pass a synchronous provider "
-                "(azure.identity.get_bearer_token_provider, not the .aio one)"
-            )
-        value = getattr(token, "token", token)  # an azure.core AccessToken works too
-        checked = validate_api_key(value if isinstance(value, str) else None, source="the token_provider")
-        if checked is None:
-            raise AuthenticationError("the token_provider returned no token; check the Azure credential it wraps")
-        return {"authorization": f"Bearer {checked}"}
+        return bearer_header(self.token_provider)
 
     def request_path(self, prompt: Prompt, *, stream: bool) -> str:
         """``/chat/completions``, with ``?api-version=`` on the deployments path."""
@@ -284,15 +324,7 @@ class AzureOpenAIChatModel(OpenAIChatModel):
         if isinstance(exc, AuthenticationError) and exc.status == 401 and self.token_provider is not None:
             if attempt == 0:
                 return True
-            raise AuthenticationError(
-                f"{exc} - the token_provider's token was refused twice (asked again after the first 401); "
-                "check the Azure credential and its role on the resource (Cognitive Services OpenAI User)",
-                status=exc.status,
-                body=exc.body,
-                code=exc.code,
-                type=exc.type,
-                request_id=exc.request_id,
-            ) from None
+            raise refused_token(exc) from None
         return False
 
     def call(self, prompt: Prompt) -> ChatResponse:

@@ -7,6 +7,10 @@ change, so check them and pass your own table (or overrides) for anything that m
     prices = DEFAULT_PRICES.with_prices({"my-finetune": ModelPrice(input=3.0, output=12.0)})
     prices.cost("gpt-4o-mini-2024-07-18", usage)    # longest known prefix: "gpt-4o-mini"
 
+Image, transcription and speech models are priced per image, per audio minute and per character
+(``MediaPrice``, ``DEFAULT_MEDIA_PRICES``, defined in ``chatclient.models.media_prices`` and
+re-exported here).
+
 Cost of one call: uncached input x ``input`` + cached input x ``cached_input`` + cache writes x
 ``cache_write`` + non-reasoning output x ``output`` + reasoning x ``reasoning`` (each per 1M).
 """
@@ -18,8 +22,24 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from chatclient.models.base import Usage
+from chatclient.models.media_prices import (
+    DEFAULT_MEDIA_PRICES,
+    MEDIA_PRICES_DATE,
+    MediaPrice,
+    MediaPriceTable,
+    find_price,
+)
 
-__all__ = ["DEFAULT_PRICES", "PRICES_DATE", "ModelPrice", "PriceTable"]
+__all__ = [
+    "DEFAULT_MEDIA_PRICES",
+    "DEFAULT_PRICES",
+    "MEDIA_PRICES_DATE",
+    "PRICES_DATE",
+    "MediaPrice",
+    "MediaPriceTable",
+    "ModelPrice",
+    "PriceTable",
+]
 
 PRICES_DATE = "2025-08-15"
 """The day the shipped prices were read from the providers' price pages."""
@@ -99,16 +119,8 @@ class PriceTable:
 
     def find(self, model: str | None) -> ModelPrice | None:
         """The price for ``model`` (exact, then longest prefix, then ``default``), or ``None``."""
-        if not model:
-            return self.default
-        name = model.lower()
-        exact = self._prices.get(name)
-        if exact is not None:
-            return exact
-        for key in self._by_length:
-            if name.startswith(key):
-                return self._prices[key]
-        return self.default
+        found = find_price(self._prices, self._by_length, model) if model else None
+        return self.default if found is None else found
 
     def get(self, model: str) -> ModelPrice:
         """Like ``find``, but an unknown model raises ``KeyError`` naming what to do."""

@@ -1,6 +1,8 @@
 """The one HTTP layer under every provider: pooled httpx clients, retries, typed errors, streaming.
 
-``HTTPTransport`` sends JSON requests with the same rules in sync and async code:
+``HTTPTransport`` sends JSON requests (or an ``EncodedBody``: ``multipart_body`` for file uploads) and
+reads JSON, line streams or raw bytes (``post_binary``, ``stream_bytes``) with the same rules in sync
+and async code:
 
 * timeouts: a number means that many seconds for reading/writing and at most 10 s to connect; an
   ``httpx.Timeout`` is used as is;
@@ -24,7 +26,7 @@ provider hooks (prompt -> body, payload -> response, stream line -> chunks).
 One module per responsibility: ``credentials`` (API keys, credential headers, URL redaction),
 ``error_mapping`` (statuses and transport failures -> typed errors), ``retry`` (``RetryPolicy``),
 ``limits`` (timeouts, ``ResponseLimits``), ``redirects``, ``lane`` (which path a POST takes),
-``streams`` (line streams with their bounds), ``transport`` (``HTTPTransport``) and ``chat_model``
+``streams`` (line streams with their bounds), ``multipart`` (non-JSON request bodies), ``transport`` (``HTTPTransport``) and ``chat_model``
 (``HTTPChatModel``). The public names are imported from this package.
 
 The wire machinery under them lives here too: ``stdlib_http`` (the HTTP/1.1 socket lane),
@@ -49,10 +51,11 @@ from chatclient.models.http.credentials import (
 from chatclient.models.http.error_mapping import error_for_status, parse_retry_after
 from chatclient.models.http.lane import LANE_ENV
 from chatclient.models.http.limits import DEFAULT_TIMEOUT, ResponseLimits
+from chatclient.models.http.multipart import EncodedBody, FilePart, multipart_body
 from chatclient.models.http.retry import RetryPolicy
-from chatclient.models.http.transport import HTTPTransport
-from chatclient.models.http.transport import logger as logger
 from chatclient.models.http.stdlib_http import KEEPALIVE_EXPIRY
+from chatclient.models.http.transport import BinaryAnswer, HTTPTransport
+from chatclient.models.http.transport import logger as logger
 from chatclient.redaction import REDACTED, scrub
 
 __all__ = [
@@ -60,6 +63,9 @@ __all__ = [
     "KEEPALIVE_EXPIRY",
     "LANE_ENV",
     "REDACTED",
+    "BinaryAnswer",
+    "EncodedBody",
+    "FilePart",
     "HTTPChatModel",
     "HTTPTransport",
     "PooledHTTPResource",
@@ -68,6 +74,7 @@ __all__ = [
     "StreamParser",
     "assistant_text",
     "env_or",
+    "multipart_body",
     "error_for_status",
     "parse_retry_after",
     "redact_url",

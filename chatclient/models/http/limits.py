@@ -72,8 +72,12 @@ class _Body:
             )
         self._parts.append(chunk)
 
+    def data(self) -> bytes:
+        """The bytes collected."""
+        return b"".join(self._parts)
+
     def text(self, response: _Encoded) -> str:
-        data = b"".join(self._parts)
+        data = self.data()
         try:
             return data.decode(response.encoding or "utf-8", "replace")
         except LookupError:  # a charset Python does not know: UTF-8, as httpx falls back (direct paths pass it raw)

@@ -17,6 +17,7 @@ import ssl
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Collection, Generator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -46,12 +47,13 @@ from chatclient.models.http.lane import (
     lane_allowed,
 )
 from chatclient.models.http.limits import DEFAULT_TIMEOUT, ERROR_BODY_BYTES, ResponseLimits, _Body, as_timeout
+from chatclient.models.http.multipart import EncodedBody
 from chatclient.models.http.redirects import next_request
-from chatclient.models.http.retry import RetryPolicy
-from chatclient.models.http.streams import AsyncLineStream, LineStream
 from chatclient.models.http.response_headers import notify_response
+from chatclient.models.http.retry import RetryPolicy
 from chatclient.models.http.sse import parse_json
 from chatclient.models.http.stdlib_http import ACCEPT_ENCODING, KEEPALIVE_EXPIRY, AsyncStdlibPoster, StdlibPoster
+from chatclient.models.http.streams import AsyncLineStream, LineStream
 from chatclient.observation import Observation
 from chatclient.redaction import _MIN_SECRET, scrub
 
@@ -80,6 +82,17 @@ def _ssl_context() -> ssl.SSLContext:
     """One TLS context for every pool chatclient opens: building one (loading the CA bundle) takes
     ~25 ms of CPU, which a fresh pool per thread or task would otherwise pay, blocking its event loop."""
     return httpx.create_ssl_context()
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryAnswer:
+    """A whole answer as bytes (``post_binary``): ``content`` and the server's ``content_type``."""
+
+    content: bytes
+    content_type: str | None
+
+    def __repr__(self) -> str:
+        return f"BinaryAnswer(content_type={self.content_type!r}, {len(self.content)} bytes)"
 
 
 class HTTPTransport:
@@ -286,18 +299,25 @@ class HTTPTransport:
             "POST", self.base_url + path, content=content, headers=headers, timeout=self.timeout
         )
 
-    def _attempt_headers(self, path: str, content: bytes) -> dict[str, str]:
-        """The ``request_headers`` hook's headers for one attempt (none without a hook)."""
-        if self.request_headers is None:
-            return {}
-        extra = {name.lower(): value for name, value in self.request_headers(self.base_url + path, content).items()}
-        _check_headers(extra)
-        self.add_secrets(_per_request_secrets(extra))
+    def _attempt_headers(self, path: str, content: bytes, content_type: str | None = None) -> dict[str, str]:
+        """The ``request_headers`` hook's headers for one attempt (none without a hook), and the
+        body's own content type when it is not JSON."""
+        extra: dict[str, str] = {}
+        if self.request_headers is not None:
+            hooked = self.request_headers(self.base_url + path, content).items()
+            extra = {name.lower(): value for name, value in hooked}
+            _check_headers(extra)
+            self.add_secrets(_per_request_secrets(extra))
+        if content_type is not None:
+            extra["content-type"] = content_type
         return extra
 
     @staticmethod
-    def _encode(body: Any) -> bytes:
-        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    def _encode(body: Any) -> tuple[bytes, str | None]:
+        """The bytes of ``body`` and their content type when it is not the default JSON."""
+        if isinstance(body, EncodedBody):
+            return body.content, body.content_type
+        return json.dumps(body, ensure_ascii=False).encode("utf-8"), None
 
     def _redirect(self, request: httpx.Request, response: httpx.Response, hops: int) -> httpx.Request | None:
         return next_request(
@@ -356,6 +376,13 @@ class HTTPTransport:
         return min(ERROR_BODY_BYTES, self.limits.max_response_bytes)
 
     def _read(self, response: _SyncAnswer, limit: int, what: str) -> str:
+        return self._collect(response, limit, what).text(response)
+
+    async def _aread(self, response: _AsyncAnswer, limit: int, what: str) -> str:
+        return (await self._acollect(response, limit, what)).text(response)
+
+    def _collect(self, response: _SyncAnswer, limit: int, what: str) -> _Body:
+        """The body of ``response``, bounded by ``limit`` bytes; the response is closed after."""
         body = _Body(limit, what)
         try:
             for chunk in response.iter_bytes():
@@ -366,9 +393,10 @@ class HTTPTransport:
             raise ModelResponseError(self.scrub(str(exc))) from None
         finally:
             response.close()
-        return body.text(response)
+        return body
 
-    async def _aread(self, response: _AsyncAnswer, limit: int, what: str) -> str:
+    async def _acollect(self, response: _AsyncAnswer, limit: int, what: str) -> _Body:
+        """Async ``_collect``."""
         body = _Body(limit, what)
         try:
             async for chunk in response.aiter_bytes():
@@ -379,7 +407,7 @@ class HTTPTransport:
             raise ModelResponseError(self.scrub(str(exc))) from None
         finally:
             await response.aclose()
-        return body.text(response)
+        return body
 
     def _too_large(self, response: _Answer) -> bool:
         length = response.headers.get("content-length")
@@ -421,9 +449,9 @@ class HTTPTransport:
             self._astdlib_loop = loop
         return self._astdlib
 
-    def _exchange(self, client: httpx.Client, path: str, content: bytes) -> _SyncAnswer:
+    def _exchange(self, client: httpx.Client, path: str, content: bytes, content_type: str | None) -> _SyncAnswer:
         """One attempt: send, follow redirects, and return the final answer with its body unread."""
-        extra = self._attempt_headers(path, content)
+        extra = self._attempt_headers(path, content, content_type)
         poster = self._poster()
         if poster is not None:
             lane_headers = {**self._lane_headers, **extra} if extra else self._lane_headers
@@ -451,14 +479,14 @@ class HTTPTransport:
     def _send(self, path: str, body: Any) -> _SyncAnswer:
         """Send with retries and redirects; return a successful response whose body is still unread."""
         client = self._sync_client()
-        content = self._encode(body)
+        content, content_type = self._encode(body)
         retries = 0
         error: ModelError
         while True:
             headers: Mapping[str, str] | None = None
             obs = self._observe_attempt(path, retries)
             try:
-                response = self._exchange(client, path, content)
+                response = self._exchange(client, path, content, content_type)
                 if response.status_code < 300:
                     if obs is not None:
                         obs.finish(response)
@@ -500,9 +528,11 @@ class HTTPTransport:
         self._direct_headers_for = (raw, merged)
         return merged
 
-    async def _aexchange(self, client: httpx.AsyncClient, path: str, content: bytes) -> _AsyncAnswer:
+    async def _aexchange(
+        self, client: httpx.AsyncClient, path: str, content: bytes, content_type: str | None
+    ) -> _AsyncAnswer:
         """One attempt: send, follow redirects, and return the final answer with its body unread."""
-        extra = self._attempt_headers(path, content)
+        extra = self._attempt_headers(path, content, content_type)
         lane = self._aposter()
         direct = _direct_poster(client) if lane is None else None
         answer: _DirectAnswer | None = None
@@ -536,14 +566,14 @@ class HTTPTransport:
     async def _asend(self, path: str, body: Any) -> _AsyncAnswer:
         """Async ``_send``."""
         client = self._async_client()
-        content = self._encode(body)
+        content, content_type = self._encode(body)
         retries = 0
         error: ModelError
         while True:
             headers: Mapping[str, str] | None = None
             obs = self._observe_attempt(path, retries)
             try:
-                response = await self._aexchange(client, path, content)
+                response = await self._aexchange(client, path, content, content_type)
                 if response.status_code < 300:
                     if obs is not None:
                         obs.finish(response)
@@ -608,6 +638,51 @@ class HTTPTransport:
         except httpx.RequestError as exc:  # the connection failed after the status line
             raise _transport_error(self.server, exc, self._secrets, str(response.url)) from None
         return self._decode(text)
+
+    def post_binary(self, path: str, body: Any) -> BinaryAnswer:
+        """POST ``body`` and return the answer's raw bytes with its content type (audio, images)."""
+        response = self._send(path, body)
+        if self._too_large(response):
+            response.close()
+            raise ModelResponseError(f"{self.server} response is larger than {self.limits.max_response_bytes} bytes")
+        try:
+            data = self._collect(response, self.limits.max_response_bytes, f"{self.server} response").data()
+        except httpx.RequestError as exc:  # the connection failed after the status line
+            raise _transport_error(self.server, exc, self._secrets, str(response.url)) from None
+        return BinaryAnswer(data, response.headers.get("content-type"))
+
+    async def apost_binary(self, path: str, body: Any) -> BinaryAnswer:
+        """Async ``post_binary``."""
+        response = await self._asend(path, body)
+        if self._too_large(response):
+            await response.aclose()
+            raise ModelResponseError(f"{self.server} response is larger than {self.limits.max_response_bytes} bytes")
+        try:
+            data = (await self._acollect(response, self.limits.max_response_bytes, f"{self.server} response")).data()
+        except httpx.RequestError as exc:  # the connection failed after the status line
+            raise _transport_error(self.server, exc, self._secrets, str(response.url)) from None
+        return BinaryAnswer(data, response.headers.get("content-type"))
+
+    def stream_bytes(self, path: str, body: Any) -> Generator[bytes, None, None]:
+        """POST ``body`` and yield the answer's bytes as they arrive (bounded by ``max_response_bytes``).
+
+        Retried like any request until the answer starts; closing the iterator early closes the
+        response (and its connection).
+        """
+        stream = self.open_stream(path, body)
+        try:
+            yield from stream.chunks()
+        finally:
+            stream.close()
+
+    async def astream_bytes(self, path: str, body: Any) -> AsyncGenerator[bytes, None]:
+        """Async ``stream_bytes``."""
+        stream = await self.aopen_stream(path, body)
+        try:
+            async for chunk in stream.chunks():
+                yield chunk
+        finally:
+            await stream.aclose()
 
     def open_stream(self, path: str, body: Any) -> LineStream:
         """POST ``body`` and return its answer as a ``LineStream`` of text lines."""

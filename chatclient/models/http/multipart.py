@@ -1,0 +1,90 @@
+"""Request bodies that are not JSON: ``EncodedBody`` and ``multipart/form-data`` encoding.
+
+``HTTPTransport`` sends a plain value as JSON; an ``EncodedBody`` goes out as its bytes with its own
+``content-type`` (file uploads to the image-edit and transcription endpoints).
+
+    body = multipart_body({"model": "whisper-1"}, [FilePart("file", "call.mp3", "audio/mpeg", data)])
+
+The boundary is derived from the content (a hash of the parts), so the same request always has
+the same bytes: cassettes match it on replay and a retry sends exactly what the first attempt sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["EncodedBody", "FilePart", "multipart_body"]
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A request body already encoded, sent as is with ``content_type``."""
+
+    content: bytes
+    content_type: str
+
+    def __repr__(self) -> str:
+        # Uploads are megabytes of audio or images: the repr says what, not the bytes.
+        return f"EncodedBody(content_type={self.content_type!r}, {len(self.content)} bytes)"
+
+
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """One uploaded file of a multipart form: field ``name``, ``filename``, ``mime_type`` and bytes."""
+
+    name: str
+    filename: str
+    mime_type: str
+    data: bytes
+
+    def __repr__(self) -> str:
+        return f"FilePart(name={self.name!r}, filename={self.filename!r}, mime_type={self.mime_type!r}, {len(self.data)} bytes)"
+
+
+def _quoted(value: str) -> str:
+    # RFC 7578: names are quoted strings; a quote or line break in them would end the header early.
+    return value.replace("\\", "\\\\").replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _token(value: str, what: str) -> str:
+    if any(c in value for c in "\r\n") or not value.isprintable():
+        raise ValueError(f"a multipart {what} must be printable text without line breaks, got {value!r}")
+    return value
+
+
+def multipart_body(
+    fields: Mapping[str, str | Sequence[str]] | Iterable[tuple[str, str]], files: Sequence[FilePart] = ()
+) -> EncodedBody:
+    """``fields`` (text; a sequence value repeats its field, as ``timestamp_granularities[]``) and
+    ``files`` as one ``multipart/form-data`` body with a content-derived boundary."""
+    pairs: list[tuple[str, str]] = []
+    items = fields.items() if isinstance(fields, Mapping) else fields
+    for name, value in items:
+        if isinstance(value, str):
+            pairs.append((name, value))
+        else:
+            pairs.extend((name, str(v)) for v in value)
+    digest = hashlib.sha256()
+    for name, value in pairs:
+        digest.update(f"{len(name)}:{name}{len(value)}:{value}".encode())
+    for part in files:
+        digest.update(f"{part.name}|{part.filename}|{part.mime_type}|".encode())
+        digest.update(hashlib.sha256(part.data).digest())
+    boundary = f"chatclient-{digest.hexdigest()[:32]}"
+    marker = f"--{boundary}\r\n".encode("ascii")
+    out = bytearray()
+    for name, value in pairs:
+        out += marker
+        out += f'Content-Disposition: form-data; name="{_quoted(name)}"\r\n\r\n'.encode()
+        out += value.encode("utf-8") + b"\r\n"
+    for part in files:
+        out += marker
+        out += (
+            f'Content-Disposition: form-data; name="{_quoted(part.name)}"; filename="{_quoted(part.filename)}"\r\n'
+            f"Content-Type: {_token(part.mime_type, 'content type')}\r\n\r\n"
+        ).encode()
+        out += part.data + b"\r\n"
+    out += f"--{boundary}--\r\n".encode("ascii")
+    return EncodedBody(bytes(out), f"multipart/form-data; boundary={boundary}")
