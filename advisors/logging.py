@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, MutableMapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import structlog
@@ -134,6 +134,40 @@ def stdlib_logger(logger: logging.Logger | str = LOGGER_NAME) -> Any:
     )
 
 
+# What a structlog ``BoundLoggerLazyProxy`` (``wrap_logger`` / ``get_logger`` with caching) is built
+# from, in its constructor's order. The proxy itself cannot be pickled once used: its first ``bind``
+# caches a local function on the instance. It travels as these parts and is built again on arrival.
+_PROXY_PARTS = (
+    "_logger",
+    "_wrapper_class",
+    "_processors",
+    "_context_class",
+    "_cache_logger_on_first_use",
+    "_initial_values",
+    "_logger_factory_args",
+)
+
+
+@dataclass(frozen=True)
+class _LazyLoggerRecipe:
+    """A pickled structlog lazy proxy: its class and constructor arguments."""
+
+    cls: type
+    parts: tuple[Any, ...]
+
+    def build(self) -> Any:
+        return self.cls(*self.parts)
+
+
+def _recipe(logger: Any) -> _LazyLoggerRecipe | None:
+    if type(logger).__name__ != "BoundLoggerLazyProxy" or not all(hasattr(logger, p) for p in _PROXY_PARTS):
+        return None
+    parts = [getattr(logger, p) for p in _PROXY_PARTS]
+    if parts[2] is not None:
+        parts[2] = list(parts[2])  # processors may be any iterable
+    return _LazyLoggerRecipe(type(logger), tuple(parts))
+
+
 class SimpleLoggerAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvisor):
     """Logs each request and response (``body_level``, DEBUG) and a one-line summary (``level``, INFO).
 
@@ -174,6 +208,19 @@ class SimpleLoggerAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStr
         self.level = _level(level, "level")
         self.body_level = _level(body_level, "body_level")
         self.order = order
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        recipe = _recipe(state.get("logger"))
+        if recipe is not None:
+            state["logger"] = recipe
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        logger = state.get("logger")
+        if isinstance(logger, _LazyLoggerRecipe):
+            state = {**state, "logger": logger.build()}
+        self.__dict__.update(state)
 
     def _enabled(self, level: int | None) -> bool:
         if level is None:

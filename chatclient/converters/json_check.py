@@ -52,6 +52,10 @@ class JsonOutputCheck:
         self.converter: EntityOutputConverter[Any] = converter
         self._validator: Any = None  # jsonschema validator, built on first use (keeps imports lazy)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A built jsonschema validator holds local functions: it is built again where the check arrives.
+        return {**self.__dict__, "_validator": None}
+
     def problems(self, text: str | None) -> list[str]:
         """Every problem of ``text`` as ``"at <path>: <message>"``; empty when it is valid."""
         from chatclient.converters.cleaning import clean_text, first_json_value
