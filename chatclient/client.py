@@ -356,8 +356,10 @@ def _to_request(state: _RequestState) -> tuple[ChatClientRequest, list[Advisor]]
     if state.tools:
         from chatclient.tools import ToolCallAdvisor
         from chatclient.tools.decorator import resolve_tool_sources
+        from chatclient.tools.providers import ToolProviderRequest
 
-        callbacks, provided = resolve_tool_sources(state.tools)
+        asked = ToolProviderRequest(tuple(messages), context, dict(state.tool_context))
+        callbacks, provided = resolve_tool_sources(state.tools, asked)
         if provided:
             context[ContextKeys.TOOL_PROVIDERS] = provided
         tool_definitions = tuple(cb.definition for cb in callbacks)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from chatclient.prompt import ToolDefinition
 from chatclient.tools.advisor import ToolCallAdvisor
+from chatclient.tools.augmentation import AugmentedArgumentEvent, AugmentedToolCallback, AugmentedToolCallbackProvider
 from chatclient.tools.callback import (
     FunctionToolCallback,
     ToolArgumentsError,
@@ -44,6 +45,7 @@ from chatclient.tools.failures import (
     send_message_to_model,
 )
 from chatclient.tools.manager import RETURN_DIRECT, ToolCallingManager, ToolExecutionResult
+from chatclient.tools.providers import ToolProviderRequest
 from chatclient.tools.results import (
     DONE,
     ToolExecution,
@@ -54,6 +56,9 @@ from chatclient.tools.results import (
 )
 
 __all__ = [
+    "AugmentedArgumentEvent",
+    "AugmentedToolCallback",
+    "AugmentedToolCallbackProvider",
     "DONE",
     "RETURN_DIRECT",
     "FunctionToolCallback",
@@ -71,6 +76,7 @@ __all__ = [
     "ToolErrorVisibleToModel",
     "ToolExecution",
     "ToolExecutionResult",
+    "ToolProviderRequest",
     "ToolMediaTooLargeError",
     "ToolResult",
     "ToolResultConversionError",

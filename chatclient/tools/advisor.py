@@ -72,13 +72,17 @@ class _Loop:
         self.turns = 0
         # Without tools in the request (an explicitly added advisor, a user-handled call) any tool
         # calls are returned to the caller untouched.
-        self.active = bool(request.context.get(ContextKeys.TOOL_CALLBACKS))
+        # A provider may offer no tools yet (skill-scoped tools before activate_skill): still active.
+        self.active = bool(
+            request.context.get(ContextKeys.TOOL_CALLBACKS) or request.context.get(ContextKeys.TOOL_PROVIDERS)
+        )
         self.guard = advisor.loop_guard.start() if advisor.loop_guard is not None and self.active else None
 
     def next_request(self) -> ChatClientRequest:
-        if self.turns:
-            # Tool providers (MCP servers) may have changed their tools during the last turn.
-            self.request = refresh_provided_tools(self.request)
+        if self.active:
+            # Tool providers (MCP servers) may have changed their tools during the last turn, and
+            # request-aware ones see the conversation as it stands (memory included, on turn one).
+            self.request = refresh_provided_tools(self.request, self.messages, only_request_aware=not self.turns)
         prompt = self.request.prompt
         if self.turns:
             options = prompt.options

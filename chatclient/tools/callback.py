@@ -277,6 +277,9 @@ class ToolCallbackProvider(Protocol):
     If the method also accepts a ``reserved`` keyword, it receives the names already taken by the
     request's other tools, so the provider can rename its clashing tools (``McpToolProvider`` adds
     the server's name as a prefix); otherwise a clash fails the request with the duplicate names.
+    If it accepts a ``request`` keyword (``request: ToolProviderRequest | None = None``), it receives
+    the conversation so far and the request and tool contexts, also on the loop's first turn, and may
+    offer tools that fit the request (see ``chatclient.tools.providers``); returning ``None`` means none.
     """
 
     def tool_callbacks(self) -> Sequence[ToolCallback]:

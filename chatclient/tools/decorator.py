@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from chatclient.messages import Message
 from chatclient.request import ChatClientRequest, ContextKeys
 from chatclient.tools.callback import (
     FunctionToolCallback,
@@ -18,6 +19,7 @@ from chatclient.tools.callback import (
     is_tool_callback_provider,
 )
 from chatclient.tools.compensation import compensated_tool
+from chatclient.tools.providers import ToolProviderRequest, is_request_aware, provider_callbacks
 from chatclient.tools.results import ToolResultConverter
 from chatclient.tools.schema import SignatureInput
 
@@ -250,25 +252,13 @@ ProvidedTools = tuple[ToolCallbackProvider, tuple[ToolCallback, ...]]
 """A provider and the callbacks it gave for one request (kept in ``ContextKeys.TOOL_PROVIDERS``)."""
 
 
-def _provided(provider: ToolCallbackProvider, taken: set[str]) -> tuple[ToolCallback, ...]:
-    method = provider.tool_callbacks
-    try:
-        takes_reserved = "reserved" in inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        takes_reserved = False
-    callbacks = method(reserved=frozenset(taken)) if takes_reserved else method()  # type: ignore[call-arg]
-    out = tuple(callbacks)
-    for cb in out:
-        if not is_tool_callback(cb):
-            raise TypeError(f"{type(provider).__name__}.tool_callbacks() returned {cb!r}, which is not a ToolCallback")
-    return out
-
-
-def resolve_tool_sources(tools: Iterable[Any]) -> tuple[list[ToolCallback], tuple[ProvidedTools, ...]]:
+def resolve_tool_sources(
+    tools: Iterable[Any], request: ToolProviderRequest | None = None
+) -> tuple[list[ToolCallback], tuple[ProvidedTools, ...]]:
     """``resolve_tools``, plus each ``ToolCallbackProvider`` with the callbacks it gave.
 
     Tools given directly come first and keep their names; providers are asked afterwards, in order,
-    with the names already taken (see ``ToolCallbackProvider``).
+    with the names already taken (see ``ToolCallbackProvider``) and, when they take it, ``request``.
     """
     if tools is None:
         raise ValueError("tools cannot be None")
@@ -279,7 +269,7 @@ def resolve_tool_sources(tools: Iterable[Any]) -> tuple[list[ToolCallback], tupl
     taken = {cb.definition.name for cb in out}
     sources: list[ProvidedTools] = []
     for provider in providers:
-        given = _provided(provider, taken)
+        given = provider_callbacks(provider, taken, request)
         taken.update(cb.definition.name for cb in given)
         sources.append((provider, given))
         out.extend(given)
@@ -287,23 +277,34 @@ def resolve_tool_sources(tools: Iterable[Any]) -> tuple[list[ToolCallback], tupl
     return out, tuple(sources)
 
 
-def refresh_provided_tools(request: ChatClientRequest) -> ChatClientRequest:
+def refresh_provided_tools(
+    request: ChatClientRequest, messages: Sequence[Message] | None = None, *, only_request_aware: bool = False
+) -> ChatClientRequest:
     """The request with its providers' current tools, or the same request when none changed.
 
     The tool loop calls this between model turns, so a provider whose tools changed (an MCP
     server's ``notifications/tools/list_changed``) offers the new list on the next turn; the
-    prompt's tool definitions and the callbacks the manager runs change together.
+    prompt's tool definitions and the callbacks the manager runs change together. Request-aware
+    providers see ``messages`` (the conversation so far; default: the request's prompt). With
+    ``only_request_aware`` (the loop's first turn) nothing is asked unless a provider is request-aware.
     """
     sources: tuple[ProvidedTools, ...] = tuple(request.context.get(ContextKeys.TOOL_PROVIDERS) or ())
     if not sources:
         return request
+    if only_request_aware and not any(is_request_aware(p) for p, _ in sources):
+        return request
+    asked = ToolProviderRequest(
+        tuple(messages) if messages is not None else request.prompt.messages,
+        request.context,
+        request.context.get(ContextKeys.TOOL_CONTEXT) or {},
+    )
     provided = {id(cb) for _, given in sources for cb in given}
     direct = [cb for cb in request.context.get(ContextKeys.TOOL_CALLBACKS) or () if id(cb) not in provided]
     taken = {cb.definition.name for cb in direct}
     fresh: list[ProvidedTools] = []
     changed = False
     for provider, old in sources:
-        given = _provided(provider, taken)
+        given = provider_callbacks(provider, taken, asked)
         taken.update(cb.definition.name for cb in given)
         changed = changed or len(given) != len(old) or any(a is not b for a, b in zip(given, old, strict=False))
         fresh.append((provider, given))

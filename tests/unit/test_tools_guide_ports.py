@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "tools.md"
-SECTIONS = ("When a tool fails",)
+SECTIONS = ("When a tool fails", "Tools chosen per request")
 
 
 def _section(page: str, title: str) -> str:
