@@ -40,6 +40,10 @@ MAX_CONTEXTS = 1_000
 """Default number of conversations (A2A contexts) and waiting tasks a server remembers (oldest dropped)."""
 MAX_REQUEST_BYTES = 1_000_000
 """Default cap on the bytes of one request body; larger ones get 413."""
+MAX_FINISHED_TASKS = 1_000
+"""Default number of finished tasks the in-memory task store keeps (oldest finished dropped first)."""
+MAX_FINISHED_BYTES = 64 * 1024 * 1024
+"""Default cap on the bytes of the finished tasks kept in memory (history and artifacts included)."""
 CARD_PATH = "/.well-known/agent-card.json"
 
 
@@ -297,6 +301,8 @@ def a2a_app(
     max_request_bytes: int = MAX_REQUEST_BYTES,
     max_duration: float | None = None,
     task_store: Any = None,
+    max_finished_tasks: int = MAX_FINISHED_TASKS,
+    max_finished_bytes: int = MAX_FINISHED_BYTES,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
     auth: AuthHook | None = None,
@@ -305,8 +311,10 @@ def a2a_app(
     ``/.well-known/agent-card.json``), to mount or run with any ASGI server.
 
     ``url`` is the public address written in the card. ``max_duration`` (seconds) bounds each run
-    (past it the task fails with ``DeadlineExceededError``). ``task_store`` is an SDK ``TaskStore``
-    (default: in memory).
+    (past it the task fails with ``DeadlineExceededError``). ``task_store`` is an SDK ``TaskStore``;
+    by default tasks live in memory, where at most ``max_finished_tasks`` finished tasks of
+    ``max_finished_bytes`` in all are kept (the oldest finished go first; running tasks and tasks
+    waiting for input are never dropped).
 
     The ``Host`` header must name ``url``'s host, a loopback name when ``url`` is on loopback, or one
     of ``allowed_hosts`` (``"agents.example.com"``, ``"name:*"`` for any port): 421 otherwise. A
@@ -319,15 +327,21 @@ def a2a_app(
     """
     if not isinstance(agent, Agent):
         raise TypeError(f"a2a_app serves a chatclient Agent, got {type(agent).__name__}")
-    for label, value in (("max_contexts", max_contexts), ("max_request_bytes", max_request_bytes)):
+    for label, value in (
+        ("max_contexts", max_contexts),
+        ("max_request_bytes", max_request_bytes),
+        ("max_finished_tasks", max_finished_tasks),
+        ("max_finished_bytes", max_finished_bytes),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{label} must be a positive integer, got {value!r}")
     sdk()
     try:
         from a2a.server.request_handlers import DefaultRequestHandler
         from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-        from a2a.server.tasks import InMemoryTaskStore
         from starlette.applications import Starlette
+
+        from chatclient.a2a._tasks import BoundedTaskStore
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(EXTRA_HINT) from exc
     parts = urlsplit(url)
@@ -363,15 +377,13 @@ def a2a_app(
     executor = _executor_class()(
         agent, input_key=input_key, expose_errors=expose_errors, max_contexts=max_contexts, max_duration=max_duration
     )
-    handler = DefaultRequestHandler(
-        agent_executor=executor,
-        task_store=task_store if task_store is not None else InMemoryTaskStore(),
-        agent_card=card,
-    )
+    if task_store is None:
+        task_store = BoundedTaskStore(max_finished_tasks, max_finished_bytes)
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=task_store, agent_card=card)
     path = parts.path or "/"
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=path)]
     inner = _BodyLimit(Starlette(routes=routes), max_request_bytes)
-    return _App(inner, guard, auth, card)
+    return _App(inner, guard, auth, card, task_store)
 
 
 def _as_user(scope: dict[str, Any], principal: Any) -> None:
@@ -386,11 +398,13 @@ def _as_user(scope: dict[str, Any], principal: Any) -> None:
 class _App:
     """The ASGI app ``a2a_app`` returns: the Host/Origin/auth gate, the body limit, the SDK's routes.
 
-    ``card`` is the served ``AgentCard``. The card's path passes the Host/Origin check but not ``auth``.
+    ``card`` is the served ``AgentCard``, ``task_store`` the SDK ``TaskStore`` holding its tasks. The
+    card's path passes the Host/Origin check but not ``auth``.
     """
 
-    def __init__(self, inner: Any, guard: HostOriginGuard, auth: AuthHook | None, card: Any) -> None:
+    def __init__(self, inner: Any, guard: HostOriginGuard, auth: AuthHook | None, card: Any, task_store: Any) -> None:
         self.card = card
+        self.task_store = task_store
         self._gate = guarded(inner, guard, auth, on_principal=_as_user)
         self._open = guarded(inner, guard) if auth is not None else self._gate
 
@@ -440,8 +454,9 @@ def serve_a2a(
 
     ``port=0`` picks a free port (see ``server.url``). ``options`` go to ``a2a_app`` (``input_key``,
     ``expose_errors``, ``max_contexts``, ``max_request_bytes``, ``max_duration``, ``task_store``,
-    ``version``, ``streaming``, ``allowed_hosts``, ``allowed_origins``, ``auth``). Returns an
-    ``A2AServer``; call ``stop()`` or use it as a context manager.
+    ``max_finished_tasks``, ``max_finished_bytes``, ``version``, ``streaming``, ``allowed_hosts``,
+    ``allowed_origins``, ``auth``). Returns an ``A2AServer``; call ``stop()`` or use it as a
+    context manager.
 
     On loopback (the default) only loopback ``Host`` and ``Origin`` headers pass (DNS rebinding);
     ``host="0.0.0.0"`` without ``allowed_hosts`` or ``auth`` warns (``UserWarning``) at start, since
