@@ -13,7 +13,7 @@ pytest.importorskip("openai", reason="needs the dev extra (the openai SDK is the
 pytest.importorskip("fastapi", reason="needs the dev extra (the guide's FastAPI example)")
 pytest.importorskip("uvicorn", reason="needs the serve extra: pip install 'chatclient[serve]'")
 
-from tests.support.serving import running  # noqa: E402
+from tests.support.serving import running
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "serving.md"
 
