@@ -206,7 +206,7 @@ def _open_checkpoint(checkpoint: str | Path | Checkpoint | None, fn: Any) -> Che
     from .checkpoint import Checkpoint, function_fingerprint
 
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
-    ckpt.open(function_fingerprint(fn))
+    ckpt.open(f"key:{ckpt.key}" if ckpt.key is not None else function_fingerprint(fn))
     return ckpt
 
 

@@ -18,7 +18,9 @@ can write.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
 import pickle
 import sqlite3
@@ -43,8 +45,34 @@ CREATE TABLE IF NOT EXISTS items (
 """
 
 
-def function_fingerprint(fn: Callable[..., Any]) -> str:
-    """A digest of what ``fn`` is: its qualified name and, for Python functions, its code and constants."""
+_PLAIN = (str, bytes, int, float, complex, bool, type(None))
+
+
+def _value_digest(value: Any, depth: int) -> bytes:
+    """What a captured value contributes to a fingerprint.
+
+    Immutable values (strings, numbers, tuples and frozensets of them) count by value, a function by
+    its own fingerprint, a class by its name. Anything else (a list the function appends to, a
+    client, a lock) counts by its type only: its content may change between runs without the
+    function changing, and refusing the checkpoint then would be wrong.
+    """
+    if isinstance(value, _PLAIN):
+        return repr(value).encode()
+    if isinstance(value, tuple | frozenset) and depth < 4:
+        items = sorted(_value_digest(v, depth + 1) for v in value) if isinstance(value, frozenset) else value
+        return b"(" + b",".join(v if isinstance(v, bytes) else _value_digest(v, depth + 1) for v in items) + b")"
+    if (inspect.isfunction(value) or isinstance(value, functools.partial)) and depth < 4:
+        return function_fingerprint(value, _depth=depth + 1).encode()
+    if isinstance(value, type):
+        return f"class {value.__module__}.{value.__qualname__}".encode()
+    return f"{type(value).__module__}.{type(value).__qualname__}".encode()
+
+
+def function_fingerprint(fn: Callable[..., Any], *, _depth: int = 0) -> str:
+    """A digest of what ``fn`` is: its qualified name and, for Python functions, its code, constants,
+    default arguments and the immutable values its closure captured (so two closures made by one
+    factory with different strings or numbers differ). A mutable captured object counts by its type
+    only; when that is not enough, give the checkpoint a ``key=`` naming the function's version."""
     target: Any = fn
     parts: list[bytes] = []
     # functools.partial: the function and its bound arguments
@@ -63,6 +91,15 @@ def function_fingerprint(fn: Callable[..., Any]) -> str:
         parts.append(code.co_code)
         parts.append(repr([c for c in code.co_consts if not hasattr(c, "co_code")]).encode())
         parts.append(repr(code.co_names).encode())
+    for cell in getattr(target, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            continue
+        parts.append(_value_digest(value, _depth))
+    parts.append(_value_digest(getattr(target, "__defaults__", None) or (), _depth))
+    kwdefaults = getattr(target, "__kwdefaults__", None) or {}
+    parts.append(_value_digest(tuple(sorted(kwdefaults.items())), _depth))
     return hashlib.blake2b(b"\0".join(parts), digest_size=16).hexdigest()
 
 
@@ -102,10 +139,14 @@ def _usage_of(text: str | None) -> Usage | None:
 class Checkpoint:
     """One run's checkpoint file. ``open`` checks the fingerprint; ``done()`` streams the finished rows."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, key: str | None = None) -> None:
         if isinstance(path, sqlite3.Connection):
             raise TypeError("checkpoint= takes a file path (str or Path), not an open sqlite3 connection")
+        if key is not None and (not isinstance(key, str) or not key.strip()):
+            raise ValueError(f"key= names the function's version for the checkpoint (a non-empty str), got {key!r}")
         self.path = Path(path)
+        # a name the caller gives the function's version; replaces the computed fingerprint
+        self.key = key
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()  # workers of one run write through the one connection
 

@@ -341,3 +341,29 @@ def test_a_damaged_checkpoint_is_a_typed_error_naming_the_file(tmp_path: Path) -
         db.execute("UPDATE items SET value = ?, usage = '{\"a\": 1}' WHERE idx = 1", (b"\x80\x05K\x06.",))
     with pytest.raises(CheckpointError, match="damaged"):
         run_many(triple, [1, 2, 3], progress=False, checkpoint=path)
+
+
+def _scaler(factor: int) -> Any:
+    def scale(x: int) -> int:
+        return x * factor
+
+    return scale
+
+
+def test_fingerprint_includes_closure_values_and_key_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "closure.sqlite"
+    assert [r.value for r in run_many(_scaler(2), [1, 2], progress=False, checkpoint=path)] == [2, 4]
+    # the same code capturing another value is another function: its results are not reused
+    with pytest.raises(BatchError, match="another function"):
+        run_many(_scaler(3), [1, 2], progress=False, checkpoint=path)
+    assert [r.value for r in run_many(_scaler(2), [1, 2], progress=False, checkpoint=path)] == [2, 4]
+    assert function_fingerprint(_scaler(2)) == function_fingerprint(_scaler(2))
+    lock = threading.Lock()
+    assert function_fingerprint(lambda x: (lock, x)) == function_fingerprint(lambda x: (lock, x))
+    # key= names the version itself: the caller decides what counts as the same function
+    keyed = Checkpoint(tmp_path / "keyed.sqlite", key="scale-v1")
+    run_many(_scaler(2), [1], progress=False, checkpoint=keyed)
+    again = run_many(_scaler(5), [1], progress=False, checkpoint=Checkpoint(tmp_path / "keyed.sqlite", key="scale-v1"))
+    assert again[0].value == 2
+    with pytest.raises(ValueError, match="key="):
+        Checkpoint(tmp_path / "k.sqlite", key="")
