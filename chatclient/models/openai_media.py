@@ -379,6 +379,8 @@ def upload(
                 raise ValueError(f"the {what}'s data: URL is not valid base64") from None
     elif isinstance(item, (bytes, bytearray, memoryview)):
         data = bytes(item)
+        if not data:
+            raise ValueError(f"the {what} is empty")
         mime = mime_type or sniff_mime(data) or ""
         if not mime:
             raise ValueError(f"cannot tell the {what}'s format from its bytes; pass mime_type='...' or a Media")

@@ -1,0 +1,689 @@
+"""Audio models: transcription (speech to text) and speech (text to speech).
+
+    from chatclient.models.audio import OpenAISpeechModel, OpenAITranscriptionModel
+
+    with OpenAITranscriptionModel() as ears:                            # gpt-4o-mini-transcribe
+        transcript = ears.transcribe("call.mp3", language="en")
+        transcript.text
+    with OpenAISpeechModel(voice="coral") as voice:                      # gpt-4o-mini-tts
+        voice.speak("Your order has shipped.").save("shipped.mp3")
+        for chunk in voice.stream_speak("A longer answer ...", format="wav"):
+            player.write(chunk)                                         # bytes as they arrive
+
+``TranscriptionModel`` and ``SpeechModel`` are the protocols. The OpenAI models speak
+``/audio/transcriptions`` (a multipart upload) and ``/audio/speech`` (raw audio bytes back, whole or
+streamed) on the HTTP layer of the chat models (retries, limits, typed errors, secrets scrubbed,
+cassettes, pickling, spans); the Azure twins run them on an Azure OpenAI deployment, and any
+OpenAI-compatible server (a local Whisper or TTS server) works through ``base_url``.
+
+Inputs are checked before any HTTP call: empty text, audio over the upload limit (25 MB for OpenAI),
+text over the speech input limit (4,096 characters) and parameters the model is known not to take
+(timestamps from the gpt-4o transcribe models, ``instructions`` on tts-1) raise ``ValueError``
+naming the limit; formats the table does not know are passed through, since the vendors add values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from chatclient.errors import ModelResponseError
+from chatclient.messages import Media
+from chatclient.models.base import Usage
+from chatclient.models.http.limits import DEFAULT_TIMEOUT
+from chatclient.models.openai_media import AzureDeployment, OpenAIMediaModel, upload
+
+if TYPE_CHECKING:
+    import httpx
+
+    from chatclient.models.azure import TokenProvider
+    from chatclient.models.http import ResponseLimits
+    from chatclient.models.media_prices import MediaPriceTable
+    from chatclient.models.openai_media import SpendingBudget
+
+__all__ = [
+    "AzureOpenAISpeechModel",
+    "AzureOpenAITranscriptionModel",
+    "OpenAISpeechModel",
+    "OpenAITranscriptionModel",
+    "Speech",
+    "SpeechModel",
+    "TranscriptSegment",
+    "Transcription",
+    "TranscriptionModel",
+]
+
+MAX_TRANSCRIPTION_BYTES = 25 * 1024 * 1024
+"""OpenAI's upload limit for one transcription (25 MB)."""
+MAX_SPEECH_CHARACTERS = 4096
+"""OpenAI's limit on the text of one speech request."""
+_MAX_SEGMENTS = 100_000  # segments kept from one transcript (hours of audio)
+_SPEED = (0.25, 4.0)
+_TEXT_FORMATS = ("text", "srt", "vtt")
+_AUDIO_MIME = {
+    "mp3": "audio/mpeg",
+    "opus": "audio/opus",
+    "aac": "audio/aac",
+    "flac": "audio/flac",
+    "wav": "audio/wav",
+    "pcm": "audio/pcm",
+}
+
+
+# -- values ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptSegment:
+    """A stretch of the transcript: ``start`` and ``end`` in seconds, its ``text`` (and the
+    ``speaker`` label where the model tells speakers apart)."""
+
+    start: float
+    end: float
+    text: str
+    speaker: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Transcription:
+    """What was said: ``text``, the ``language`` and ``duration`` (seconds) where the server reports
+    them, ``segments`` with timestamps (``timestamps=True``), ``usage`` and ``metadata`` (``cost`` in
+    dollars when the model keeps a budget)."""
+
+    text: str
+    language: str | None = None
+    duration: float | None = None
+    segments: list[TranscriptSegment] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "segments", list(self.segments))
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+
+@dataclass(frozen=True, slots=True)
+class Speech:
+    """Spoken audio: the ``audio`` bytes and their ``mime_type`` (``metadata`` has ``cost`` when the
+    model keeps a budget)."""
+
+    audio: bytes
+    mime_type: str
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+    def __repr__(self) -> str:
+        return f"Speech({len(self.audio)} bytes, mime_type={self.mime_type!r})"
+
+    def to_media(self) -> Media:
+        """The audio as ``Media`` (for a message or a tool result)."""
+        return Media(self.mime_type, self.audio)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the audio to ``path`` and return it."""
+        target = Path(path)
+        target.write_bytes(self.audio)
+        return target
+
+
+@runtime_checkable
+class TranscriptionModel(Protocol):
+    """Anything that turns speech into text, blocking and async. ``audio`` is ``Media``, bytes (with
+    ``mime_type=`` when the format cannot be read from them) or a file path."""
+
+    def transcribe(
+        self, audio: Any, *, language: str | None = None, prompt: str | None = None, timestamps: bool = False,
+        **options: Any,
+    ) -> Transcription:  # fmt: skip
+        """The transcript of ``audio``; ``timestamps=True`` asks for segments."""
+        ...
+
+    async def atranscribe(
+        self, audio: Any, *, language: str | None = None, prompt: str | None = None, timestamps: bool = False,
+        **options: Any,
+    ) -> Transcription:  # fmt: skip
+        """Async ``transcribe``."""
+        ...
+
+
+@runtime_checkable
+class SpeechModel(Protocol):
+    """Anything that reads text aloud, whole or streamed, blocking and async."""
+
+    def speak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> Speech:  # fmt: skip
+        """The whole audio of ``text``."""
+        ...
+
+    def stream_speak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> Iterator[bytes]:  # fmt: skip
+        """The audio of ``text`` as byte chunks, as they arrive."""
+        ...
+
+    async def aspeak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> Speech:  # fmt: skip
+        """Async ``speak``."""
+        ...
+
+    def astream_speak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> AsyncIterator[bytes]:  # fmt: skip
+        """Async ``stream_speak``."""
+        ...
+
+
+# -- transcription -----------------------------------------------------------------------------------
+
+
+def _family(model: str) -> str:
+    """Which documented family ``model`` belongs to ("" for a server's own model: nothing is known)."""
+    name = model.lower()
+    for family in ("gpt-4o-transcribe-diarize", "gpt-4o-mini-transcribe", "gpt-4o-transcribe", "whisper-1"):
+        if name.startswith(family):
+            return family
+    return ""
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def parse_transcription(payload: Any) -> Transcription:
+    """The ``Transcription`` of an OpenAI ``/audio/transcriptions`` answer (``json``,
+    ``verbose_json`` or ``diarized_json``)."""
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("text"), str):
+        raise ModelResponseError("the transcription has no 'text'; is base_url an OpenAI-compatible audio API?")
+    segments = []
+    raw_segments = payload.get("segments")
+    if raw_segments is not None and not isinstance(raw_segments, list):
+        raise ModelResponseError("the transcription's 'segments' is not a list")
+    for item in (raw_segments or [])[:_MAX_SEGMENTS]:
+        if not isinstance(item, Mapping):
+            raise ModelResponseError("a transcript segment is not an object")
+        start, end, text = _number(item.get("start")), _number(item.get("end")), item.get("text")
+        if start is None or end is None or not isinstance(text, str):
+            raise ModelResponseError("a transcript segment lacks a numeric start/end or its text")
+        speaker = item.get("speaker")
+        segments.append(TranscriptSegment(start, end, text, speaker if isinstance(speaker, str) else None))
+    language = payload.get("language")
+    usage, metadata = Usage(), {}
+    raw_usage = payload.get("usage")
+    if isinstance(raw_usage, Mapping):
+        if raw_usage.get("type") == "duration" and _number(raw_usage.get("seconds")) is not None:
+            metadata["billed_seconds"] = _number(raw_usage.get("seconds"))
+        else:
+            tokens = {k: raw_usage.get(k) for k in ("input_tokens", "output_tokens", "total_tokens")}
+            counts = {k: v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0 for k, v in tokens.items()}
+            usage = Usage(counts["input_tokens"], counts["output_tokens"], reported_total_tokens=counts["total_tokens"] or None)
+    for key in ("task", "logprobs"):
+        if payload.get(key) is not None:
+            metadata[key] = payload[key]
+    return Transcription(
+        payload["text"],
+        language if isinstance(language, str) else None,
+        _number(payload.get("duration")),
+        segments,
+        usage,
+        metadata,
+    )
+
+
+def _wav_seconds(data: bytes) -> float | None:
+    """The length of a PCM WAV file read from its header (for pricing before the call)."""
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return None
+    position = 12
+    byte_rate = 0
+    while position + 8 <= min(len(data), 4096):
+        chunk, size = data[position : position + 4], int.from_bytes(data[position + 4 : position + 8], "little")
+        if chunk == b"fmt " and size >= 16:
+            byte_rate = int.from_bytes(data[position + 16 : position + 20], "little")
+        elif chunk == b"data" and byte_rate > 0:
+            return min(size, len(data) - position - 8) / byte_rate
+        position += 8 + size + (size & 1)
+    return None
+
+
+class OpenAITranscriptionModel(OpenAIMediaModel):
+    """OpenAI transcription (``POST {base_url}/audio/transcriptions``, a multipart upload).
+
+    ``timestamps=True`` asks for ``verbose_json`` with segment timestamps (whisper-1 and
+    OpenAI-compatible Whisper servers; ``diarized_json`` with speakers on gpt-4o-transcribe-diarize);
+    the gpt-4o transcribe models answer only ``json`` and raise ``ValueError`` for it. ``options``
+    are passed on as form fields (``temperature``, ``include``, ``chunking_strategy``; a
+    ``response_format`` of ``text``/``srt``/``vtt`` comes back as the transcript's text).
+    ``max_audio_bytes`` is the upload limit (OpenAI's 25 MB by default). A ``budget`` is charged
+    per audio minute where the length is known (the server's ``duration`` or billed seconds, or a
+    WAV file's header).
+
+    >>> OpenAITranscriptionModel(api_key="sk-test")
+    OpenAITranscriptionModel(model='gpt-4o-mini-transcribe', base_url='https://api.openai.com/v1')
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o-mini-transcribe",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_audio_bytes: int = MAX_TRANSCRIPTION_BYTES,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        response_limits: ResponseLimits | None = None,
+        budget: SpendingBudget | None = None,
+        budget_key: str = "default",
+        prices: MediaPriceTable | None = None,
+    ) -> None:
+        self.max_audio_bytes = _positive_int("max_audio_bytes", max_audio_bytes)
+        self._connect(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            response_limits=response_limits,
+            budget=budget,
+            budget_key=budget_key,
+            prices=prices,
+        )
+
+    def _upload(
+        self, audio: Any, language: str | None, prompt: str | None, timestamps: bool, mime_type: str | None,
+        options: Mapping[str, Any],
+    ) -> tuple[Any, dict[str, Any], float | None]:  # fmt: skip
+        from chatclient.models.http.multipart import multipart_body
+
+        family = _family(self.model)
+        response_format = options.get("response_format")
+        if timestamps:
+            if family in ("gpt-4o-transcribe", "gpt-4o-mini-transcribe"):
+                raise ValueError(
+                    f"{self.model} answers only plain json, without timestamps; use whisper-1 (or "
+                    "gpt-4o-transcribe-diarize) for segments"
+                )
+            if response_format is None:
+                response_format = "diarized_json" if family == "gpt-4o-transcribe-diarize" else "verbose_json"
+        for name, value in (("language", language), ("prompt", prompt)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        limit = "OpenAI transcription" if self.max_audio_bytes == MAX_TRANSCRIPTION_BYTES else "max_audio_bytes"
+        part = upload(
+            audio, field="file", what="audio", max_bytes=self.max_audio_bytes, limit_name=limit, mime_type=mime_type
+        )
+        fields: dict[str, Any] = {"model": self._wire_model(), "response_format": response_format or "json"}
+        if language:
+            fields["language"] = language
+        if prompt:
+            fields["prompt"] = prompt
+        if timestamps and fields["response_format"] == "verbose_json":
+            fields["timestamp_granularities[]"] = ["segment"]
+        for name, value in options.items():
+            if name == "response_format" or value is None:
+                continue
+            if isinstance(value, (list, tuple)):
+                fields[name if name.endswith("[]") else f"{name}[]"] = [_form_value(v) for v in value]
+            else:
+                fields[name] = _form_value(value)
+        return multipart_body(fields, [part]), fields, _wav_seconds(part.data)
+
+    def _planned(self, seconds: float | None) -> float | None:
+        return self._plan(lambda price: None if price.per_audio_minute is None else (price.audio(seconds or 0.0)))
+
+    def transcribe(
+        self, audio: Any, *, language: str | None = None, prompt: str | None = None, timestamps: bool = False,
+        mime_type: str | None = None, **options: Any,
+    ) -> Transcription:  # fmt: skip
+        """The transcript of ``audio`` (``Media``, bytes with ``mime_type=`` or a path); ``language``
+        as ISO-639-1 (``"en"``) helps accuracy; ``prompt`` guides style and spelling."""
+        body, fields, seconds = self._upload(audio, language, prompt, timestamps, mime_type, options)
+        self._planned(seconds)
+        path, text_reply = self._path("audio/transcriptions"), fields["response_format"] in _TEXT_FORMATS
+        attributes = _transcription_attributes(fields)
+        if text_reply:
+            answer = self._request("transcribe", lambda: self._http.post_binary(path, body), attributes)
+            return self._answer(answer.content.decode("utf-8", "replace"), seconds)
+        return self._answer(self._request("transcribe", lambda: self._http.post(path, body), attributes), seconds)
+
+    async def atranscribe(
+        self, audio: Any, *, language: str | None = None, prompt: str | None = None, timestamps: bool = False,
+        mime_type: str | None = None, **options: Any,
+    ) -> Transcription:  # fmt: skip
+        """Async ``transcribe``."""
+        body, fields, seconds = self._upload(audio, language, prompt, timestamps, mime_type, options)
+        self._planned(seconds)
+        path, text_reply = self._path("audio/transcriptions"), fields["response_format"] in _TEXT_FORMATS
+        attributes = _transcription_attributes(fields)
+        if text_reply:
+            answer = await self._arequest("transcribe", lambda: self._http.apost_binary(path, body), attributes)
+            return self._answer(answer.content.decode("utf-8", "replace"), seconds)
+        return self._answer(await self._arequest("transcribe", lambda: self._http.apost(path, body), attributes), seconds)
+
+    def _answer(self, payload: Any, seconds: float | None) -> Transcription:
+        if isinstance(payload, str):
+            result = Transcription(payload.strip())
+        else:
+            try:
+                result = parse_transcription(payload)
+            except ModelResponseError as exc:
+                raise ModelResponseError(self._http.scrub(str(exc))) from None
+        if self.budget is None:
+            return result
+        length = result.duration or _number(result.metadata.get("billed_seconds")) or seconds
+        price = self._price()
+        cost = price.audio(length) if price is not None and length is not None else None
+        self._charge(result.usage, cost)
+        return Transcription(
+            result.text, result.language, result.duration, result.segments, result.usage, {**result.metadata, "cost": cost}
+        )
+
+
+def _transcription_attributes(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out = {"chatclient.audio.response_format": fields["response_format"]}
+    if isinstance(fields.get("language"), str):
+        out["chatclient.audio.language"] = fields["language"]
+    return out
+
+
+def _form_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise TypeError(f"a transcription option must be text, a number or a bool, not {type(value).__name__}")
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+# -- speech ------------------------------------------------------------------------------------------
+
+
+class OpenAISpeechModel(OpenAIMediaModel):
+    """OpenAI speech (``POST {base_url}/audio/speech``): the audio of a text, whole or streamed.
+
+    ``voice`` is the default voice (a built-in name such as ``"alloy"`` or ``"coral"``, or a custom
+    voice object ``{"id": ...}``); ``format`` one of ``mp3``, ``opus``, ``aac``, ``flac``, ``wav``,
+    ``pcm`` (others are passed through); ``speed`` 0.25 to 4.0; ``instructions`` steer the delivery
+    (not on tts-1/tts-1-hd). Text longer than ``max_characters`` (OpenAI's 4,096) raises
+    ``ValueError`` before any HTTP call. A ``budget`` is charged per character.
+
+    >>> OpenAISpeechModel(api_key="sk-test")
+    OpenAISpeechModel(model='gpt-4o-mini-tts', base_url='https://api.openai.com/v1')
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o-mini-tts",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        voice: str | Mapping[str, str] = "alloy",
+        max_characters: int = MAX_SPEECH_CHARACTERS,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        response_limits: ResponseLimits | None = None,
+        budget: SpendingBudget | None = None,
+        budget_key: str = "default",
+        prices: MediaPriceTable | None = None,
+    ) -> None:
+        self.voice = _check_voice(voice)
+        self.max_characters = _positive_int("max_characters", max_characters)
+        self._connect(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            response_limits=response_limits,
+            budget=budget,
+            budget_key=budget_key,
+            prices=prices,
+        )
+
+    def _body(
+        self, text: str, voice: Any, format: str, speed: float | None, instructions: str | None,
+        options: Mapping[str, Any],
+    ) -> dict[str, Any]:  # fmt: skip
+        if not isinstance(text, str):
+            raise TypeError(f"the text to speak must be a str, not {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("the text to speak is empty")
+        if len(text) > self.max_characters:
+            raise ValueError(
+                f"the text is {len(text):,} characters; {self.model} speaks at most {self.max_characters:,} "
+                "per request: split it (by paragraph) and speak the parts in turn"
+            )
+        if not isinstance(format, str) or not format:
+            raise ValueError(f"format must name an audio format such as 'mp3' or 'wav', got {format!r}")
+        if speed is not None and (
+            isinstance(speed, bool) or not isinstance(speed, (int, float)) or not _SPEED[0] <= speed <= _SPEED[1]
+        ):
+            raise ValueError(f"speed must be between {_SPEED[0]} and {_SPEED[1]} (1.0 is normal), got {speed!r}")
+        if instructions is not None and self.model.lower().startswith("tts-1"):
+            raise ValueError(f"{self.model} takes no instructions (gpt-4o-mini-tts does); drop them or change model")
+        body: dict[str, Any] = {
+            "model": self._wire_model(),
+            "input": text,
+            "voice": _check_voice(voice) if voice is not None else self.voice,
+            "response_format": format,
+        }
+        if speed is not None:
+            body["speed"] = speed
+        if instructions is not None:
+            body["instructions"] = instructions
+        body.update({k: v for k, v in options.items() if v is not None})
+        return body
+
+    def _speech(self, content: bytes, content_type: str | None, format: str, planned: float | None) -> Speech:
+        if not content:
+            raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
+        mime = (content_type or "").split(";")[0].strip().lower()
+        if not mime.startswith("audio/"):
+            mime = _AUDIO_MIME.get(format.lower(), "application/octet-stream")
+        self._charge(Usage(), planned)
+        return Speech(content, mime, {"cost": planned} if self.budget is not None else {})
+
+    def speak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> Speech:  # fmt: skip
+        """The whole audio of ``text``; ``options`` are passed on (``stream_format``)."""
+        body = self._body(text, voice, format, speed, instructions, options)
+        planned = self._plan(lambda price: price.characters(len(text)))
+        path = self._path("audio/speech")
+        answer = self._request("speech", lambda: self._http.post_binary(path, body), _speech_attributes(body))
+        return self._speech(answer.content, answer.content_type, format, planned)
+
+    async def aspeak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> Speech:  # fmt: skip
+        """Async ``speak``."""
+        body = self._body(text, voice, format, speed, instructions, options)
+        planned = self._plan(lambda price: price.characters(len(text)))
+        path = self._path("audio/speech")
+        answer = await self._arequest("speech", lambda: self._http.apost_binary(path, body), _speech_attributes(body))
+        return self._speech(answer.content, answer.content_type, format, planned)
+
+    def stream_speak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> Iterator[bytes]:  # fmt: skip
+        """The audio of ``text`` as byte chunks as they arrive (checked now, sent when first read).
+
+        Closing the iterator early closes the connection; the budget is charged once the audio ends.
+        """
+        body = self._body(text, voice, format, speed, instructions, options)
+        planned = self._plan(lambda price: price.characters(len(text)))
+        return self._chunks(self._stream("speech", self._path("audio/speech"), body, _speech_attributes(body)), planned)
+
+    def astream_speak(
+        self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
+        instructions: str | None = None, **options: Any,
+    ) -> AsyncIterator[bytes]:  # fmt: skip
+        """Async ``stream_speak``."""
+        body = self._body(text, voice, format, speed, instructions, options)
+        planned = self._plan(lambda price: price.characters(len(text)))
+        stream = self._astream("speech", self._path("audio/speech"), body, _speech_attributes(body))
+        return self._achunks(stream, planned)
+
+    def _chunks(self, stream: Iterator[bytes], planned: float | None) -> Iterator[bytes]:
+        size = 0
+        for chunk in stream:
+            size += len(chunk)
+            yield chunk
+        if not size:
+            raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
+        self._charge(Usage(), planned)
+
+    async def _achunks(self, stream: AsyncIterator[bytes], planned: float | None) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in stream:
+            size += len(chunk)
+            yield chunk
+        if not size:
+            raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
+        self._charge(Usage(), planned)
+
+
+def _check_voice(voice: Any) -> str | dict[str, str]:
+    if isinstance(voice, str) and voice.strip():
+        return voice
+    if isinstance(voice, Mapping) and isinstance(voice.get("id"), str):
+        return {str(k): str(v) for k, v in voice.items()}
+    raise ValueError(f"voice must be a voice name such as 'alloy' or a custom voice {{'id': ...}}, got {voice!r}")
+
+
+def _speech_attributes(body: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"chatclient.audio.format": body["response_format"], "chatclient.audio.characters": len(body["input"])}
+    if isinstance(body.get("voice"), str):
+        out["chatclient.audio.voice"] = body["voice"]
+    return out
+
+
+# -- Azure -------------------------------------------------------------------------------------------
+
+_AZURE_DOC = """
+    On Azure OpenAI: ``endpoint`` defaults to ``AZURE_OPENAI_ENDPOINT``; the key is ``api_key`` (else
+    ``AZURE_OPENAI_API_KEY``), sent as ``api-key``, or a ``token_provider`` gives an Entra ID bearer
+    token for every request (asked again once after a 401). With ``api_version`` requests go to
+    ``/openai/deployments/{deployment}/audio/...?api-version=``; without, to the v1 path with the
+    deployment as ``model``. ``model`` names the model behind the deployment (checks and prices).
+"""
+
+
+class AzureOpenAITranscriptionModel(OpenAITranscriptionModel):
+    __doc__ = "``OpenAITranscriptionModel`` on an Azure OpenAI deployment.\n" + _AZURE_DOC
+
+    provider = "Azure OpenAI"
+    otel_provider = "azure.ai.openai"
+
+    def __init__(
+        self,
+        deployment: str,
+        *,
+        endpoint: str | None = None,
+        api_version: str | None = None,
+        api_key: str | None = None,
+        token_provider: TokenProvider | None = None,
+        model: str = "gpt-4o-mini-transcribe",
+        max_audio_bytes: int = MAX_TRANSCRIPTION_BYTES,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        response_limits: ResponseLimits | None = None,
+        budget: SpendingBudget | None = None,
+        budget_key: str = "default",
+        prices: MediaPriceTable | None = None,
+    ) -> None:
+        self.max_audio_bytes = _positive_int("max_audio_bytes", max_audio_bytes)
+        self._connect(
+            model,
+            api_key=None,
+            base_url=None,
+            azure=(endpoint, AzureDeployment(deployment, api_version, token_provider), api_key),
+            headers=headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            response_limits=response_limits,
+            budget=budget,
+            budget_key=budget_key,
+            prices=prices,
+        )
+
+class AzureOpenAISpeechModel(OpenAISpeechModel):
+    __doc__ = "``OpenAISpeechModel`` on an Azure OpenAI deployment.\n" + _AZURE_DOC
+
+    provider = "Azure OpenAI"
+    otel_provider = "azure.ai.openai"
+
+    def __init__(
+        self,
+        deployment: str,
+        *,
+        endpoint: str | None = None,
+        api_version: str | None = None,
+        api_key: str | None = None,
+        token_provider: TokenProvider | None = None,
+        model: str = "gpt-4o-mini-tts",
+        voice: str | Mapping[str, str] = "alloy",
+        max_characters: int = MAX_SPEECH_CHARACTERS,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        response_limits: ResponseLimits | None = None,
+        budget: SpendingBudget | None = None,
+        budget_key: str = "default",
+        prices: MediaPriceTable | None = None,
+    ) -> None:
+        self.voice = _check_voice(voice)
+        self.max_characters = _positive_int("max_characters", max_characters)
+        self._connect(
+            model,
+            api_key=None,
+            base_url=None,
+            azure=(endpoint, AzureDeployment(deployment, api_version, token_provider), api_key),
+            headers=headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=http_client,
+            async_http_client=async_http_client,
+            response_limits=response_limits,
+            budget=budget,
+            budget_key=budget_key,
+            prices=prices,
+        )
