@@ -1,0 +1,196 @@
+"""The shared edge of chatclient.serving: error mapping, targets, options, agent runs, caller tools, serve()."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import warnings
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette", reason="needs the serve extra: pip install 'chatclient[serve]'")
+
+from chatclient import ChatClient
+from chatclient.agents import agent_function, human_input, sequence
+from chatclient.agents.base import AgentFinished, AgentStarted
+from chatclient.errors import (
+    AgentExecutionError,
+    BudgetExceededError,
+    CircuitOpenError,
+    DeadlineExceededError,
+    ModelConnectionError,
+    ModelHTTPError,
+    RateLimitError,
+)
+from chatclient.events import Finished, StreamEvent, TextDelta
+from chatclient.messages import AssistantMessage, ToolCall, UserMessage
+from chatclient.prompt import ToolDefinition
+from chatclient.serving._edge import (
+    ChatTurn,
+    Edge,
+    EdgeError,
+    RunSuspended,
+    ScopeSnapshot,
+    ToolCallsReturned,
+    check_target,
+    error_for,
+    resolve_target,
+)
+from chatclient.testing import ScriptedChatModel
+
+
+def test_importing_the_face_imports_no_web_stack() -> None:
+    code = (
+        "import sys, chatclient.serving\n"
+        "bad = [m for m in ('starlette', 'uvicorn', 'ag_ui', 'fastapi') if m in sys.modules]\n"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (RateLimitError("slow down", retry_after=2.2), 429, "rate_limit_exceeded"),
+        (BudgetExceededError("spent"), 429, "budget_exceeded"),
+        (DeadlineExceededError(5), 504, "timeout"),
+        (CircuitOpenError("open"), 502, "upstream_unavailable"),
+        (
+            ModelHTTPError("key sk-secret-value-123 refused", status=500, body="sk-secret-value-123"),
+            502,
+            "upstream_error",
+        ),
+        (ModelConnectionError("reset"), 502, "upstream_error"),
+        (KeyError("/etc/passwd"), 500, "internal_error"),
+    ],
+)
+def test_error_for_maps_each_failure(exc: BaseException, status: int, code: str) -> None:
+    error = error_for(exc)
+    assert (error.status, error.code) == (status, code)
+    assert "secret" not in error.message and "passwd" not in error.message
+    assert ("retry-after" in error.headers()) == (status == 429)
+
+
+def test_error_for_looks_through_wrapping_errors() -> None:
+    try:
+        try:
+            raise RateLimitError("inner", retry_after=7)
+        except RateLimitError as inner:
+            raise AgentExecutionError("writer", inner) from inner
+    except AgentExecutionError as outer:
+        error = error_for(outer)
+    assert error.status == 429 and error.headers() == {"retry-after": "7"}
+
+
+def test_retry_after_rounds_up_to_whole_seconds() -> None:
+    assert EdgeError(429, "x", retry_after=0.2).headers() == {"retry-after": "1"}
+    assert EdgeError(429, "x", retry_after=2.5).headers() == {"retry-after": "3"}
+
+
+def test_targets_are_checked_and_resolved() -> None:
+    client = ChatClient.create(ScriptedChatModel())
+    with pytest.raises(TypeError, match="ChatClient or an agent"):
+        check_target("not a client")
+    with pytest.raises(TypeError, match="names are non-empty strings"):
+        check_target({"": client})
+    with pytest.raises(ValueError, match="at least one target"):
+        check_target({})
+    single = check_target(client)
+    assert resolve_target(single, "chatclient") is client
+    assert resolve_target(single, None) is client
+    with pytest.raises(EdgeError) as caught:
+        resolve_target(single, "gpt-4o")
+    assert caught.value.status == 404 and caught.value.code == "model_not_found"
+
+
+def test_edge_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        Edge(max_body_bytes=0)
+    with pytest.raises(ValueError, match="max_duration"):
+        Edge(max_duration=-1)
+    with pytest.raises(TypeError, match="auth takes a function"):
+        Edge(auth="secret")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="list of strings"):
+        Edge(allowed_hosts="api.example.com")
+
+
+def collect(events: Any) -> list[StreamEvent]:
+    async def main() -> list[StreamEvent]:
+        return [event async for event in events]
+
+    return asyncio.run(main())
+
+
+def test_run_events_returns_caller_tool_calls_without_running_them() -> None:
+    call = ToolCall("c1", "lookup", '{"q": "x"}')
+    model = ScriptedChatModel([AssistantMessage("Let me look.", (call,))])
+    turn = ChatTurn(
+        (UserMessage("find x"),),
+        caller_tools=(
+            ToolDefinition("lookup", "Look up", {"type": "object", "properties": {"q": {"type": "string"}}}),
+        ),
+    )
+    events = collect(Edge().run_events(ChatClient.create(model), turn, principal="ann"))
+    returned = [e for e in events if isinstance(e, ToolCallsReturned)]
+    assert returned == [ToolCallsReturned((call,), "Let me look.")]
+    assert isinstance(events[-1], Finished)
+    assert model.remaining == 0  # one model call: the turn ended at the caller's tool
+
+
+def test_agent_runs_suspend_and_resume_on_the_same_conversation() -> None:
+    @agent_function(output_key="greeting")
+    def greet(name: str) -> str:
+        return f"Hello {name}, you said {name}"
+
+    flow = sequence(human_input(question="What is your name?", output_key="name"), greet, output_key="greeting")
+    edge = Edge()
+    first = collect(edge.run_events(flow, ChatTurn((UserMessage("start"),), conversation_id="t1", agent_inputs={})))
+    assert [e for e in first if isinstance(e, RunSuspended)] == [RunSuspended("What is your name?")]
+    assert isinstance(first[-1], ScopeSnapshot)
+    assert edge.scope_store.ids() == ["t1"]
+    second = collect(edge.run_events(flow, ChatTurn((UserMessage("Ann"),), conversation_id="t1")))
+    assert not any(isinstance(e, RunSuspended) for e in second)
+    snapshot = second[-1]
+    assert isinstance(snapshot, ScopeSnapshot) and snapshot.state["greeting"] == "Hello Ann, you said Ann"
+    assert any(isinstance(e, AgentStarted) and e.name == "greet" for e in second)
+    assert any(isinstance(e, AgentFinished) for e in second)
+    assert edge.scope_store.ids() == []  # a finished run keeps no scope
+
+
+def test_agent_with_several_inputs_needs_them_named() -> None:
+    @agent_function(output_key="sum")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.raises(EdgeError, match="several inputs"):
+        collect(Edge().run_events(add, ChatTurn((UserMessage("1 2"),))))
+    events = collect(Edge().run_events(add, ChatTurn((UserMessage("go"),), agent_inputs={"a": 1, "b": 2})))
+    assert isinstance(events[-1], ScopeSnapshot) and events[-1].state["sum"] == 3
+
+
+def test_text_streams_from_a_client_target() -> None:
+    model = ScriptedChatModel([["a", "b"]])
+    events = collect(Edge().run_events(ChatClient.create(model), ChatTurn((UserMessage("hi"),))))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["a", "b"]
+
+
+def test_serve_warns_on_a_public_bind_without_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    from chatclient.serving import openai_app, serve
+
+    started: list[tuple[Any, str]] = []
+    # uvicorn.run would block this test; what is checked is what serve() hands it and the warning.
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, **kw: started.append((app, host)))
+    client = ChatClient.create(ScriptedChatModel())
+    with pytest.warns(UserWarning, match="non-loopback"):
+        serve(openai_app(client), host="0.0.0.0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        serve(openai_app(client, auth=lambda request: "ann"), host="0.0.0.0")
+        serve(openai_app(client), host="127.0.0.1", port=9)
+    assert [host for _, host in started] == ["0.0.0.0", "0.0.0.0", "127.0.0.1"]
+    with pytest.raises(TypeError, match="ASGI app or a ChatClient"):
+        serve(42)
