@@ -20,6 +20,7 @@ apply to it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -58,6 +59,13 @@ __all__ = [
 
 TOP_LOGPROBS = 20
 """How many top tokens are asked for (OpenAI's maximum; at least the number of options)."""
+
+MAX_TOP_TOKENS_READ = 256
+"""The most ``top_logprobs`` entries read from a response (more than ``TOP_LOGPROBS`` are never asked
+for; a server sending thousands is cut here, the rest ignored)."""
+
+_LOGPROB_SLACK = 1e-3
+"""Rounding a server may add above 0 to the log-probability of a near-certain token."""
 
 MAX_INPUT_CHARS = 32_000
 """The longest input (text, JSON of a mapping, or conversation transcript) a decision sends."""
@@ -161,8 +169,32 @@ def input_text(value: Any, *, max_chars: int = MAX_INPUT_CHARS) -> str:
 # -- reading the answer ---------------------------------------------------------------------------
 
 
-def _top_tokens(response: ChatResponse) -> list[tuple[str, float]] | None:
-    """(token, logprob) of the first answer token's top alternatives, or ``None`` when none were reported."""
+def _logprob(value: Any, model_name: str) -> float | None:
+    """A reported log-probability as a float <= 0; ``None`` to skip it (not a number, NaN, -inf).
+
+    A log-probability above 0 (a probability above 1) is not one: ``InvalidDecisionResponseError``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)  # an int too large for a float raises OverflowError
+    except OverflowError:
+        number = math.inf if value > 0 else -math.inf
+    if number != number or number == -math.inf:
+        return None
+    if number > _LOGPROB_SLACK:
+        raise InvalidDecisionResponseError(
+            f"{model_name} reported a log-probability of {str(value)[:30]}, above 0 (a probability above 1): "
+            "the server's logprobs are not log-probabilities"
+        )
+    return min(number, 0.0)
+
+
+def _top_tokens(response: ChatResponse, model_name: str = "the model") -> list[tuple[str, float]] | None:
+    """(token, logprob) of the first answer token's top alternatives, or ``None`` when none were reported.
+
+    At most ``MAX_TOP_TOKENS_READ`` entries are read; each token counts once (its first entry).
+    """
     g = response.result
     if g is None:
         return None
@@ -171,15 +203,20 @@ def _top_tokens(response: ChatResponse) -> list[tuple[str, float]] | None:
     if not isinstance(content, list) or not content or not isinstance(content[0], Mapping):
         return None
     first = content[0]
+    top = first.get("top_logprobs")
+    entries = itertools.islice(top, MAX_TOP_TOKENS_READ) if isinstance(top, (list, tuple)) else ()
     out: list[tuple[str, float]] = []
-    for entry in [*(first.get("top_logprobs") or ()), first]:
+    seen: set[str] = set()
+    for entry in itertools.chain(entries, (first,)):
         if not isinstance(entry, Mapping):
             continue
-        token, logprob = entry.get("token"), entry.get("logprob")
-        if not isinstance(token, str) or isinstance(logprob, bool) or not isinstance(logprob, (int, float)):
+        token = entry.get("token")
+        if not isinstance(token, str) or token in seen:
             continue
-        if math.isfinite(logprob) and all(token != t for t, _ in out):
-            out.append((token, float(logprob)))
+        logprob = _logprob(entry.get("logprob"), model_name)
+        if logprob is not None:
+            seen.add(token)
+            out.append((token, logprob))
     return out
 
 
@@ -201,7 +238,7 @@ def label_probabilities(tokens: Sequence[tuple[str, float]], labels: Sequence[st
     for token, logprob in tokens:
         i = wanted.get(token.lstrip().casefold())
         if i is not None:
-            mass[i] += math.exp(logprob)
+            mass[i] += math.exp(min(logprob, 0.0))  # a probability is at most 1 (and exp cannot overflow)
     total = sum(mass)
     if total <= 0.0:
         return None
@@ -245,7 +282,7 @@ def read_answer(question: Question, response: ChatResponse, model_name: str = "t
 def read_probabilities(question: Question, response: ChatResponse, model_name: str = "the model") -> list[float]:
     """The answers' probabilities in ``response``, in label order (raises ``InvalidDecisionResponseError``)."""
     labels = labels_of(question)
-    tokens = _top_tokens(response)
+    tokens = _top_tokens(response, model_name)
     if tokens is None:
         raise InvalidDecisionResponseError(
             f"{model_name} returned no token log-probabilities; decisions need a server that honours "

@@ -369,3 +369,83 @@ def test_calibrated_choice_keeps_a_label_the_model_never_gave_at_zero():
     assert choice.value == "b"
     assert choice.probabilities["c"] == 0.0
     assert choice.probability_of("b") == pytest.approx((0.4 / 0.2) / (0.4 / 0.2 + 0.6 / 0.8))
+
+
+# -- hostile log-probabilities ----------------------------------------------------------------------
+
+
+def _raw_response(first: dict[str, object], tops: list[object]) -> ChatResponse:
+    from types import MappingProxyType
+
+    payload = {"content": [{**first, "top_logprobs": tops}]}
+    return ChatResponse(
+        (Generation(AssistantMessage("x"), GenerationMetadata("length", MappingProxyType({"logprobs": payload}))),)
+    )
+
+
+@pytest.mark.parametrize("bad", [1000, 1e308, 10**400, 0.5], ids=["1000", "1e308", "10**400", "0.5"])
+def test_a_log_probability_above_zero_is_a_typed_error(bad: object) -> None:
+    entry = {"token": "yes", "logprob": bad}
+    model = decision_model(lambda _: _raw_response(entry, [entry, {"token": "no", "logprob": -2.0}]))
+    with pytest.raises(InvalidDecisionResponseError, match="above 0"):
+        DecisionModel(model).decide("x", {"q": YesNoQuestion("?")})
+
+
+def test_rounding_above_zero_nan_and_huge_negative_log_probabilities_are_read_or_skipped() -> None:
+    first = {"token": "yes", "logprob": 1e-7}  # a server's rounding of a certain token
+    tops = [first, {"token": "no", "logprob": -(10**400)}, {"token": "No", "logprob": math.nan}]
+    model = decision_model(lambda _: _raw_response(first, tops))
+    answer = DecisionModel(model).decide("x", {"q": YesNoQuestion("?")})["q"]
+    assert isinstance(answer, YesNoAnswer) and answer.probability == 1.0
+
+
+class _CountingList(list):  # type: ignore[type-arg]
+    """A top_logprobs list that counts the entries read from it."""
+
+    pulled = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for item in super().__iter__():
+            _CountingList.pulled += 1
+            yield item
+
+
+class _CountingToken(str):
+    """A token that counts comparisons with other tokens (a quadratic reader makes n*n of them)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountingToken.compared += 1
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        _CountingToken.compared += 1
+        return str.__ne__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_huge_top_logprobs_list_is_read_up_to_the_cap() -> None:
+    from chatclient.decisions.model import MAX_TOP_TOKENS_READ
+
+    first = {"token": "maybe", "logprob": -0.1}
+    tops = _CountingList({"token": f"t{i}", "logprob": -5.0} for i in range(100_000))
+    tops.append({"token": "yes", "logprob": -0.01})  # past the cap: never read
+    _CountingList.pulled = 0
+    model = decision_model(lambda _: _raw_response(first, tops))
+    with pytest.raises(InvalidDecisionResponseError, match="none of the answer labels"):
+        DecisionModel(model).decide("x", {"q": YesNoQuestion("?")})
+    assert 0 < _CountingList.pulled <= MAX_TOP_TOKENS_READ
+
+
+def test_reading_top_tokens_is_linear_in_the_entries() -> None:
+    n = 256  # within the cap: every entry is read
+    first = {"token": _CountingToken("yes"), "logprob": -0.1}
+    tops = [{"token": _CountingToken(f"t{i}"), "logprob": -5.0} for i in range(n - 2)]
+    tops += [first, {"token": _CountingToken("no"), "logprob": -3.0}]
+    _CountingToken.compared = 0
+    model = decision_model(lambda _: _raw_response(first, tops))
+    answer = DecisionModel(model).decide("x", {"q": YesNoQuestion("?")})["q"]
+    assert isinstance(answer, YesNoAnswer) and answer.probability > 0.9
+    assert _CountingToken.compared <= 4 * n  # a pairwise duplicate check makes n * n / 2
