@@ -4,6 +4,8 @@
   long as the process lives. This one keeps at most ``max_tasks`` finished tasks (completed,
   failed, canceled, rejected) holding at most ``max_bytes`` in all, dropping the oldest finished
   first. Tasks still running or waiting for input are never dropped: their caller is not done.
+* ``TaskContextBuilder``: a follow-up message that names its task but no context gets the stored
+  task's context id (the SDK would make up a new one, and refuse the follow-up for the mismatch).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import TaskState
@@ -74,3 +77,25 @@ class BoundedTaskStore(InMemoryTaskStore):  # type: ignore[misc]
     async def delete(self, task_id: str, context: Any) -> None:
         self._forget((resolve_user_scope(context), task_id))
         await super().delete(task_id, context)
+
+
+class TaskContextBuilder(SimpleRequestContextBuilder):  # type: ignore[misc]
+    """The SDK's request context builder, but a message naming only its task continues that task's context."""
+
+    def __init__(self, task_store: Any) -> None:
+        super().__init__(should_populate_referred_tasks=False, task_store=task_store)
+        self._tasks = task_store
+
+    async def build(
+        self,
+        context: Any,
+        params: Any = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Any = None,
+    ) -> Any:
+        if params is not None and task_id and not context_id:
+            stored = await self._tasks.get(task_id, context)  # the caller's own tasks only
+            if stored is not None and stored.context_id:
+                context_id = stored.context_id
+        return await super().build(context, params, task_id, context_id, task)

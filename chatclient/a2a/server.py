@@ -45,6 +45,8 @@ MAX_FINISHED_TASKS = 1_000
 MAX_FINISHED_BYTES = 64 * 1024 * 1024
 """Default cap on the bytes of the finished tasks kept in memory (history and artifacts included)."""
 CARD_PATH = "/.well-known/agent-card.json"
+CARD_CACHE_CONTROL = "public, max-age=300"
+"""Default ``Cache-Control`` of the agent card: clients and proxies may reuse it for five minutes."""
 
 
 class _AgentExecutor:
@@ -303,6 +305,7 @@ def a2a_app(
     task_store: Any = None,
     max_finished_tasks: int = MAX_FINISHED_TASKS,
     max_finished_bytes: int = MAX_FINISHED_BYTES,
+    card_cache_control: str | None = CARD_CACHE_CONTROL,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
     auth: AuthHook | None = None,
@@ -314,7 +317,8 @@ def a2a_app(
     (past it the task fails with ``DeadlineExceededError``). ``task_store`` is an SDK ``TaskStore``;
     by default tasks live in memory, where at most ``max_finished_tasks`` finished tasks of
     ``max_finished_bytes`` in all are kept (the oldest finished go first; running tasks and tasks
-    waiting for input are never dropped).
+    waiting for input are never dropped). ``card_cache_control`` is the card's ``Cache-Control``
+    header (``None``: none; an ``ETag`` is sent either way).
 
     The ``Host`` header must name ``url``'s host, a loopback name when ``url`` is on loopback, or one
     of ``allowed_hosts`` (``"agents.example.com"``, ``"name:*"`` for any port): 421 otherwise. A
@@ -341,7 +345,7 @@ def a2a_app(
         from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
         from starlette.applications import Starlette
 
-        from chatclient.a2a._tasks import BoundedTaskStore
+        from chatclient.a2a._tasks import BoundedTaskStore, TaskContextBuilder
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(EXTRA_HINT) from exc
     parts = urlsplit(url)
@@ -379,9 +383,15 @@ def a2a_app(
     )
     if task_store is None:
         task_store = BoundedTaskStore(max_finished_tasks, max_finished_bytes)
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=task_store, agent_card=card)
+    handler = DefaultRequestHandler(
+        agent_executor=executor,
+        task_store=task_store,
+        agent_card=card,
+        request_context_builder=TaskContextBuilder(task_store),
+    )
     path = parts.path or "/"
-    routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url=path)]
+    card_routes = create_agent_card_routes(card, card_url=CARD_PATH, cache_control=card_cache_control)
+    routes = [*card_routes, *create_jsonrpc_routes(handler, rpc_url=path)]
     inner = _BodyLimit(Starlette(routes=routes), max_request_bytes)
     return _App(inner, guard, auth, card, task_store)
 
@@ -454,9 +464,9 @@ def serve_a2a(
 
     ``port=0`` picks a free port (see ``server.url``). ``options`` go to ``a2a_app`` (``input_key``,
     ``expose_errors``, ``max_contexts``, ``max_request_bytes``, ``max_duration``, ``task_store``,
-    ``max_finished_tasks``, ``max_finished_bytes``, ``version``, ``streaming``, ``allowed_hosts``,
-    ``allowed_origins``, ``auth``). Returns an ``A2AServer``; call ``stop()`` or use it as a
-    context manager.
+    ``max_finished_tasks``, ``max_finished_bytes``, ``card_cache_control``, ``version``,
+    ``streaming``, ``allowed_hosts``, ``allowed_origins``, ``auth``). Returns an ``A2AServer``; call
+    ``stop()`` or use it as a context manager.
 
     On loopback (the default) only loopback ``Host`` and ``Origin`` headers pass (DNS rebinding);
     ``host="0.0.0.0"`` without ``allowed_hosts`` or ``auth`` warns (``UserWarning``) at start, since
