@@ -45,6 +45,7 @@ from chatclient.tools.failures import (
     send_message_to_model,
 )
 from chatclient.tools.manager import RETURN_DIRECT, ToolCallingManager, ToolExecutionResult
+from chatclient.tools.media_models import image_tool, speech_tool, transcription_tool
 from chatclient.tools.providers import ToolProviderRequest
 from chatclient.tools.results import (
     DONE,
@@ -88,9 +89,12 @@ __all__ = [
     "default_result_converter",
     "fail_invocation",
     "fail_unless_visible",
+    "image_tool",
     "parse_docstring",
     "resolve_tools",
     "send_generic_message_unless_visible",
     "send_message_to_model",
+    "speech_tool",
     "tool",
+    "transcription_tool",
 ]
