@@ -16,12 +16,37 @@ import re
 import sys
 from typing import Any, TextIO
 
-__all__ = ["LineStream", "NullBar", "progress_bar"]
+__all__ = ["LineStream", "NullBar", "progress_bar", "report_interrupt"]
 
 # The clock ("00:01<00:02") and the rate ("1.23case/s", "?it/s") of a tqdm line. Each match starts
 # where a digit run starts and the unit is letters only: with ``\w*`` after ``[\d.]+`` a long digit
 # run (a case id, say) took cubic time (1,000 digits: 6 s; 4,000: 6 min).
 _CLOCK = re.compile(r"(?<![\d.])(?:\d+(?::\d\d)+|[\d.]+\s*[A-Za-z]*/s)|\?\s*\w*/s")
+
+
+def report_interrupt(line: str, exc: BaseException) -> None:
+    """Say on stderr, in one line, what an interrupted run saved and how to resume it.
+
+    The ``KeyboardInterrupt`` then goes on up (a library does not swallow Ctrl-C: the caller's
+    ``except KeyboardInterrupt`` and ``finally`` still run). If nothing catches it, the program
+    ends as Python ends on Ctrl-C (killed by SIGINT: the shell reports status 130) but without the
+    traceback: that line said everything. A command-line tool catches it and exits 130 itself.
+    """
+    sys.stderr.write(line.rstrip("\n") + "\n")
+    sys.stderr.flush()
+    exc.__dict__["_chatclient_reported"] = True
+    if not getattr(sys.excepthook, "_chatclient_quiet_interrupts", False):
+        sys.excepthook = _quiet_reported_interrupts(sys.excepthook)
+
+
+def _quiet_reported_interrupts(previous: Any) -> Any:
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if isinstance(value, KeyboardInterrupt) and value.__dict__.get("_chatclient_reported"):
+            return  # already told in one line; the interpreter still exits by SIGINT (status 130)
+        previous(kind, value, tb)
+
+    hook._chatclient_quiet_interrupts = True  # type: ignore[attr-defined]
+    return hook
 
 
 class LineStream:
@@ -78,12 +103,14 @@ def progress_bar(
     stream: TextIO | None = None,
     interval: float = 1.0,
     initial: int = 0,
+    postfix: str | None = None,
 ) -> Any:
     """A ``tqdm`` bar on ``stream`` (default ``sys.stderr``), or a silent stand-in when disabled.
 
     ``enabled=None`` draws only on a terminal (and stays silent elsewhere); ``True`` always reports
     (lines when not a terminal); ``False`` never. ``interval`` is the least time between two lines
-    when the stream is not a terminal. ``initial`` counts work already done (a resumed run).
+    when the stream is not a terminal. ``initial`` counts work already done (a resumed run): it is
+    shown but not counted as speed. ``postfix`` is text after the counts (``"4 from checkpoint"``).
     """
     out = stream if stream is not None else sys.stderr
     tty = bool(getattr(out, "isatty", lambda: False)())
@@ -94,13 +121,16 @@ def progress_bar(
     from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
 
     if tty:
-        return tqdm(total=total, desc=desc, unit=unit, file=out, initial=initial, dynamic_ncols=True)
+        return tqdm(
+            total=total, desc=desc, unit=unit, file=out, initial=initial, dynamic_ncols=True, postfix=postfix
+        )
     return tqdm(
         total=total,
         desc=desc,
         unit=unit,
         file=LineStream(out),
         initial=initial,
+        postfix=postfix,
         ncols=80,
         ascii=True,
         mininterval=interval,

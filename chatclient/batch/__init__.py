@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from chatclient._lazy import lazy_getattr
 from chatclient.errors import BatchError
 from chatclient.models.base import ChatResponse, Usage
-from chatclient.progress import progress_bar
+from chatclient.progress import progress_bar, report_interrupt
 from chatclient.usage_meter import metering
 
 if TYPE_CHECKING:
@@ -289,15 +290,18 @@ def iter_many(
         raise TypeError("iter_many runs plain functions; for an async def use aiter_many (or run_many)")
     ckpt = _open_checkpoint(checkpoint, fn)
     plan = _Plan(ckpt)
-    bar = progress_bar(total=_total(items), desc=desc, unit="item", enabled=progress)
+    bar = _bar(items, desc, progress, ckpt)
     pool = ThreadPoolExecutor(concurrency, thread_name_prefix="run_many")
     window: deque[tuple[int, bytes, ItemResult[Any] | Future[ItemResult[Any]]]] = deque()
     limit = 4 * concurrency
 
-    def finish(entry: tuple[int, bytes, ItemResult[Any] | Future[ItemResult[Any]]]) -> ItemResult[Any]:
-        _, _, slot = entry
+    def finish(window: deque[tuple[int, bytes, ItemResult[Any] | Future[ItemResult[Any]]]]) -> ItemResult[Any]:
+        # the oldest entry leaves the window only once done: Ctrl-C while waiting still sees it in flight
+        _, _, slot = window[0]
         result = slot if isinstance(slot, ItemResult) else slot.result()
-        bar.update(1)
+        window.popleft()
+        if not isinstance(slot, ItemResult):  # a checkpoint's item counts in the bar's start, not as speed
+            bar.update(1)
         return result
 
     def start(index: int, item: Any, digest: bytes) -> Future[ItemResult[Any]]:
@@ -307,17 +311,63 @@ def iter_many(
         for index, item, digest, done in plan(items):
             window.append((index, digest, done if done is not None else start(index, item, digest)))
             while window and (len(window) > limit or _ready(window[0][2])):
-                yield finish(window.popleft())
+                yield finish(window)
         while window:
-            yield finish(window.popleft())
+            yield finish(window)
+    except KeyboardInterrupt as exc:
+        in_flight = sum(1 for _, _, slot in window if isinstance(slot, Future) and slot.running())
+        report_interrupt(_interrupted_line(ckpt, plan.count, _total(items), in_flight), exc)
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         for _, _, slot in window:
             if isinstance(slot, Future):
                 slot.cancel()
+        running = [slot for _, _, slot in window if isinstance(slot, Future) and not slot.done()]
         if ckpt is not None:
-            ckpt.close()
+            _close_when_done(ckpt, running)
         bar.close()
+
+
+def _close_when_done(ckpt: Checkpoint, running: list[Future[ItemResult[Any]]]) -> None:
+    """Close the checkpoint now, or once the calls still in flight have finished and saved their items."""
+    if not running:
+        ckpt.close()
+        return
+    left = [len(running)]
+    lock = threading.Lock()
+
+    def one_done(_: Future[ItemResult[Any]]) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            ckpt.close()
+
+    for future in running:
+        future.add_done_callback(one_done)
+
+
+def _bar(items: Any, desc: str, progress: bool | None, ckpt: Checkpoint | None) -> Any:
+    """The run's bar; a resumed run starts at what the checkpoint holds and says so."""
+    restored = ckpt.count() if ckpt is not None else 0
+    postfix = f"{restored} from checkpoint" if restored else None
+    return progress_bar(total=_total(items), desc=desc, unit="item", enabled=progress, initial=restored, postfix=postfix)
+
+
+def _interrupted_line(ckpt: Checkpoint | None, seen: int, total: int | None, in_flight: int) -> str:
+    """The one line Ctrl-C prints: what is saved and how to go on."""
+    of = f" of {total}" if total is not None else ""
+    if ckpt is None:
+        return (
+            f"run_many interrupted after starting {seen}{of} items; nothing was saved (pass "
+            "checkpoint='run.sqlite' to make a run resumable)"
+        )
+    waiting = f"; waiting for {in_flight} call(s) in flight, which are saved too" if in_flight else ""
+    return (
+        f"run_many interrupted: {ckpt.count()}{of} items are saved in checkpoint {str(ckpt.path)!r}{waiting}. "
+        "Run the same call again to resume: saved items are not called again."
+    )
 
 
 def _ready(slot: ItemResult[Any] | Future[ItemResult[Any]]) -> bool:
@@ -341,7 +391,7 @@ async def aiter_many(
     _check(fn, concurrency)
     ckpt = _open_checkpoint(checkpoint, fn)
     plan = _Plan(ckpt)
-    bar = progress_bar(total=_total(items), desc=desc, unit="item", enabled=progress)
+    bar = _bar(items, desc, progress, ckpt)
     gate = asyncio.Semaphore(concurrency)
     window: deque[tuple[bytes, ItemResult[Any] | asyncio.Task[ItemResult[Any]]]] = deque()
     limit = 4 * concurrency
@@ -352,7 +402,9 @@ async def aiter_many(
 
     async def finish(entry: tuple[bytes, ItemResult[Any] | asyncio.Task[ItemResult[Any]]]) -> ItemResult[Any]:
         _, slot = entry
-        result = slot if isinstance(slot, ItemResult) else await slot
+        if isinstance(slot, ItemResult):
+            return slot  # from the checkpoint: already counted by the bar's start, not as speed
+        result = await slot
         bar.update(1)
         return result
 
@@ -364,6 +416,9 @@ async def aiter_many(
                 yield await finish(window.popleft())
         while window:
             yield await finish(window.popleft())
+    except KeyboardInterrupt as exc:
+        report_interrupt(_interrupted_line(ckpt, plan.count, _total(items), 0), exc)
+        raise
     finally:
         for _, slot in window:
             if isinstance(slot, asyncio.Task):

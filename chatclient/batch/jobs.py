@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from chatclient.batch import ItemResult
 from chatclient.errors import BatchError, BatchItemError, BatchTimeoutError
 from chatclient.models.base import BaseChatModel, ChatResponse
-from chatclient.progress import progress_bar
+from chatclient.progress import progress_bar, report_interrupt
 
 if TYPE_CHECKING:
     from chatclient.client import ChatClientRequestSpec
@@ -350,6 +350,14 @@ class BatchJob:
                     raise BatchTimeoutError(self.id, timeout)
                 time.sleep(poll_interval)
                 infos = self.refresh()
+        except KeyboardInterrupt as exc:
+            bar.close()
+            report_interrupt(
+                f"batch wait interrupted: job {self.id!r} keeps running at the provider (nothing is lost); "
+                f"resume with attach({self.id!r}).wait(), or cancel() it",
+                exc,
+            )
+            raise
         finally:
             bar.close()
 

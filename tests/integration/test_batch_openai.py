@@ -248,3 +248,18 @@ def test_a_deeply_nested_results_line_is_a_batch_error(server: LoopbackServer) -
     server.set_default(f"/v1/files/{out_id}/content", Reply(200, body=nested))
     with pytest.raises(BatchError, match="line 1"):
         job.results()
+
+
+def test_ctrl_c_in_wait_says_how_to_resume(server: LoopbackServer, capsys: pytest.CaptureFixture[str]) -> None:
+    import _thread
+    import threading
+
+    FakeOpenAIBatches(server, steps=10_000)
+    job = OpenAIBatch(model(server)).submit([client(server).prompt("a")])
+    timer = threading.Timer(0.2, _thread.interrupt_main)  # what Ctrl-C does to the main thread
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        job.wait(poll_interval=0.01, progress=False)
+    timer.join()
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "interrupted" in x]
+    assert f"job {job.id!r} keeps running" in line and f"attach({job.id!r}).wait()" in line
