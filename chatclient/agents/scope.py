@@ -282,11 +282,17 @@ def encode_value(value: Any, where: str = "") -> Any:
 
 
 def decode_value(data: Any) -> Any:
-    """Rebuild a value from :func:`encode_value` output."""
+    """Rebuild a value from :func:`encode_value` output (``AgenticScopeError`` when it is malformed)."""
     try:
         return _decode(data, 0)
     except RecursionError:
         raise AgenticScopeError("scope JSON nests too deeply to read") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a float tag holding no number, an unhashable key
+        raise _malformed(exc) from None
+
+
+def _malformed(exc: BaseException) -> AgenticScopeError:
+    return AgenticScopeError(f"scope JSON holds a malformed value ({type(exc).__name__}: {str(exc)[:200]})")
 
 
 def _lenient(value: Any) -> Any:
@@ -363,12 +369,16 @@ class AgentInvocation:
         started, finished = data.get("started", 0.0), data.get("finished")
         if not isinstance(started, (int, float)) or not (finished is None or isinstance(finished, (int, float))):
             raise AgenticScopeError("scope JSON holds an invocation record with bad times")
+        try:
+            started, finished = float(started), None if finished is None else float(finished)
+        except OverflowError:  # an integer too large for a float
+            raise AgenticScopeError("scope JSON holds an invocation record with bad times") from None
         return AgentInvocation(
             name=data["name"],
             inputs={str(k): decode_value(v) for k, v in inputs.items()},
             output=decode_value(data.get("output")),
-            started=float(started),
-            finished=None if finished is None else float(finished),
+            started=started,
+            finished=finished,
             error=data.get("error") if isinstance(data.get("error"), str) else None,
             children=tuple(AgentInvocation.from_dict(c) for c in children),
             skipped=bool(data.get("skipped", False)),
@@ -568,8 +578,8 @@ class AgenticScope:
             data = jsonsafe.loads(text, max_depth=max_depth)
         except jsonsafe.JSONDepthError:
             raise AgenticScopeError(f"scope JSON nests deeper than max_depth={max_depth}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise AgenticScopeError(f"scope JSON is not valid JSON: {exc}") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # also an integer longer than Python reads
+            raise AgenticScopeError(f"scope JSON is not valid JSON: {str(exc)[:200]}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise AgenticScopeError("this JSON is not an agentic scope (no 'format': 'chatclient.agentic_scope')")
         if data.get("v") != FORMAT_VERSION:
@@ -596,10 +606,15 @@ class AgenticScope:
         ):
             raise AgenticScopeError("scope JSON holds a malformed pending question")
         scope = AgenticScope(id=scope_id[:200])
-        scope._state = {str(k): decode_value(v) for k, v in state.items()}
-        scope._initial = {str(k): decode_value(v) for k, v in initial.items()}
-        scope._journal = {str(k): _decode_entry(v) for k, v in journal.items()}
-        scope._runs = [AgentInvocation.from_dict(r) for r in runs]
+        try:
+            scope._state = {str(k): decode_value(v) for k, v in state.items()}
+            scope._initial = {str(k): decode_value(v) for k, v in initial.items()}
+            scope._journal = {str(k): _decode_entry(v) for k, v in journal.items()}
+            scope._runs = [AgentInvocation.from_dict(r) for r in runs]
+        except RecursionError:
+            raise AgenticScopeError("scope JSON nests too deeply to read") from None
+        except (ValueError, TypeError, OverflowError) as exc:  # the last guard: every failure here is typed
+            raise _malformed(exc) from None
         scope._pending = pending
         return scope
 
