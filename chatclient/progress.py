@@ -121,9 +121,7 @@ def progress_bar(
     from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
 
     if tty:
-        return tqdm(
-            total=total, desc=desc, unit=unit, file=out, initial=initial, dynamic_ncols=True, postfix=postfix
-        )
+        return tqdm(total=total, desc=desc, unit=unit, file=out, initial=initial, dynamic_ncols=True, postfix=postfix)
     return tqdm(
         total=total,
         desc=desc,

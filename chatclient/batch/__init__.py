@@ -352,7 +352,9 @@ def _bar(items: Any, desc: str, progress: bool | None, ckpt: Checkpoint | None) 
     """The run's bar; a resumed run starts at what the checkpoint holds and says so."""
     restored = ckpt.count() if ckpt is not None else 0
     postfix = f"{restored} from checkpoint" if restored else None
-    return progress_bar(total=_total(items), desc=desc, unit="item", enabled=progress, initial=restored, postfix=postfix)
+    return progress_bar(
+        total=_total(items), desc=desc, unit="item", enabled=progress, initial=restored, postfix=postfix
+    )
 
 
 def _interrupted_line(ckpt: Checkpoint | None, seen: int, total: int | None, in_flight: int) -> str:

@@ -73,7 +73,7 @@ def test_ctrl_c_says_what_was_saved_and_a_resumed_bar_says_how_many_came_from_th
     assert "waiting for 1 call(s) in flight, which are saved too" in said and "Run the same call again" in said
 
     again = _start(calls, checkpoint, hang_at=-1)
-    out, err = again.communicate(timeout=120)
+    _out, err = again.communicate(timeout=120)
     assert again.returncode == 0, err
     # item 4, in flight at Ctrl-C, finished and was saved: the re-run calls only 5, 6, 7
     assert _called(calls) == [0, 1, 2, 3, 4, 5, 6, 7]
