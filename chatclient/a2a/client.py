@@ -49,6 +49,9 @@ CANCEL_POLL = 0.05
 CANCEL_TIMEOUT = 5.0
 """Seconds a cancelled call waits for the remote agent to accept the cancellation of its task."""
 
+# The SDK reports an answer it could not parse as a plain A2AClientError (the same class as a network
+# failure), sometimes with no cause to tell them apart: these openings of its messages say "not A2A".
+_UNREADABLE = ("Invalid JSON-RPC response", "JSON Decode Error")
 _RUNNING = {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
 _END_STATES = {
     "TASK_STATE_FAILED": "failed",
@@ -331,16 +334,18 @@ class A2AAgent(Agent):
         where = f"remote agent at {redact_url(self.url)}"
         cause: BaseException | None = exc
         seen: set[int] = set()
+        unreadable = isinstance(exc, client_errors.A2AClientError) and str(exc).startswith(_UNREADABLE)
         while cause is not None and id(cause) not in seen:  # the SDK wraps httpx's errors; our cut-off may be inside
             seen.add(id(cause))
             if isinstance(cause, _TooLarge):
                 return self._fail(
                     f"{where}: {cause}; raise max_response_bytes if this is expected", "too-large", task_id, context_id
                 )
+            unreadable = unreadable or isinstance(cause, (ValueError, json_format().ParseError))  # JSON, UTF-8
             cause = cause.__cause__ or cause.__context__
         if isinstance(exc, (TimeoutError, client_errors.A2AClientTimeoutError, httpx.TimeoutException)):
             return self._fail(f"{where} did not answer within {self.timeout:g} s", "timeout", task_id, context_id)
-        if isinstance(exc, (client_errors.A2AClientError, httpx.HTTPError, OSError)):
+        if not unreadable and isinstance(exc, (client_errors.A2AClientError, httpx.HTTPError, OSError)):
             return self._fail(f"{where} could not be reached: {clip(str(exc))}", "connection", task_id, context_id)
         return self._fail(
             f"{where} sent an answer that could not be read: {type(exc).__name__}: {clip(str(exc))}",

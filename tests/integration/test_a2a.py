@@ -520,6 +520,12 @@ def hostile_app(url: str, mode: str) -> Starlette:
                     yield ": still here\n\n"
 
             return StreamingResponse(drip(), media_type="text/event-stream")
+        if mode in ("notjson", "notobject"):  # a stream whose event is not JSON, or not a JSON-RPC object
+
+            async def garbage() -> Any:
+                yield "data: <html>oops</html>\n\n" if mode == "notjson" else "data: [1, 2]\n\n"
+
+            return StreamingResponse(garbage(), media_type="text/event-stream")
         if mode == "echo":  # a failed task whose reason repeats the caller's credentials
             said = f"bad token {request.headers.get('authorization', '')}"
             status = {
@@ -594,6 +600,15 @@ def test_a_malformed_answer_is_a_protocol_error(mode: str) -> None:
     with hostile("nonsense") as url, pytest.raises(A2AError) as caught:
         run(a2a_agent(url), mode, request="x")
     assert caught.value.reason == "protocol"
+
+
+@pytest.mark.parametrize("kind", ["notjson", "notobject"])
+def test_a_stream_event_that_is_not_json_rpc_is_a_protocol_error(kind: str, mode: str) -> None:
+    """Issue 36 item 9: it was reason="connection", as if the agent could not be reached."""
+    with hostile(kind) as url, pytest.raises(A2AError) as caught:
+        run(a2a_agent(url), mode, request="x")
+    assert caught.value.reason == "protocol"
+    assert "could not be read" in str(caught.value)
 
 
 def test_unreachable_agent_and_bad_arguments() -> None:
