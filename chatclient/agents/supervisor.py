@@ -4,9 +4,9 @@
 Each planner prompt lists every sub-agent (name, description, inputs), the scope's ``request`` and
 the results so far; the planner answers a ``PlannerStep`` entity (re-asked by the validation
 advisor when malformed). The step's arguments are written into the scope, then the named agent
-runs. An unknown name, or arguments that leave out an agent's inputs, is reported to the planner in
-the next prompt and counts as a step; the plan ends at ``agent_name == "done"`` or after
-``max_steps`` steps.
+runs. An unknown name, arguments that leave out an agent's inputs, or an argument that does not fit
+the type of the input it names (``"three"`` for an ``int``) is reported to the planner in the next
+prompt and counts as a step; the plan ends at ``agent_name == "done"`` or after ``max_steps`` steps.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from chatclient.agents.base import Agent, ErrorHandler, Step, Workflow
 from chatclient.agents.scope import AgenticScope
@@ -81,6 +81,7 @@ class SupervisorWorkflow(Workflow):
         self.max_steps = max_steps
         self.response = response
         self._by_name = {a.name: a for a in self.agents}
+        self._adapters: dict[tuple[str, str], TypeAdapter[Any] | None] = {}
 
     def input_types(self) -> dict[str, tuple[Any, bool]]:
         return {"request": (str, True)}
@@ -159,6 +160,11 @@ class SupervisorWorkflow(Workflow):
                 }
             )
             return None
+        wrong = self._wrong_type(agent, planned.arguments)
+        if wrong is not None:
+            # A wrongly typed argument is the planner's mistake too: it goes back to the planner.
+            history.append({"agent": agent.name, "arguments": planned.arguments, "error": wrong})
+            return None
         for k, v in planned.arguments.items():
             if isinstance(k, str) and k:
                 step.scope.write(k, v)
@@ -174,6 +180,32 @@ class SupervisorWorkflow(Workflow):
             )
             return None
         return agent
+
+    def _adapter(self, agent: Agent, key: str, hint: Any) -> TypeAdapter[Any] | None:
+        cache_key = (agent.name, key)
+        if cache_key not in self._adapters:
+            try:
+                self._adapters[cache_key] = None if hint is None or hint is Any else TypeAdapter(hint)
+            except Exception:  # a hint pydantic cannot check: the agent checks its own inputs
+                self._adapters[cache_key] = None
+        return self._adapters[cache_key]
+
+    def _wrong_type(self, agent: Agent, arguments: dict[str, Any]) -> str | None:
+        """What is wrong with the first argument that does not fit its input's type, or ``None``."""
+        types = agent.input_types()
+        for key, value in arguments.items():
+            hint = types.get(key, (None, False))[0] if isinstance(key, str) else None
+            adapter = self._adapter(agent, key, hint) if hint is not None else None
+            if adapter is None:
+                continue
+            try:
+                adapter.validate_python(value)
+            except ValidationError as exc:
+                errors = exc.errors()
+                reason = errors[0]["msg"] if errors else "invalid"
+                kind = getattr(hint, "__name__", None) or str(hint)
+                return f"argument {key!r} must be {kind} ({reason}); give it again with the right type"
+        return None
 
     def _score_key(self, step: Step) -> str:
         return f"{step.key}/score" if step.key else "score"

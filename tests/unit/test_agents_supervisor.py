@@ -124,3 +124,31 @@ def test_missing_arguments_go_back_to_the_planner() -> None:
     result = supervisor(greet, planner=ChatClient.create(planner)).run(request="greet")
     assert "greet({}) -> ERROR: missing arguments 'name'" in planner.prompts[1].user_message.text
     assert result.output == "Hello, Ada!" and len(planner.prompts) == 3
+
+
+@agent_function(output_key="total", description="Adds two whole numbers.")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_wrongly_typed_argument_goes_back_to_the_planner(mode: str) -> None:
+    planner = ScriptedChatModel(
+        [step("add", a="three", b=2), step("add", a=[1], b=2), step("add", a=3, b=2), step("done", response="5")]
+    )
+    wf = supervisor(add, planner=ChatClient.create(planner))
+    result = wf.run(request="3 + 2") if mode == "sync" else asyncio.run(wf.arun(request="3 + 2"))
+    assert result.output == 5 and len(planner.prompts) == 4
+    second = planner.prompts[1].user_message.text
+    assert """add({"a": "three", "b": 2}) -> ERROR: argument 'a' must be int""" in second
+    assert "right type" in second
+    assert """add({"a": [1], "b": 2}) -> ERROR: argument 'a' must be int""" in planner.prompts[2].user_message.text
+    # the wrongly typed values never reached the scope, and only the good call ran
+    assert [c.name for c in result.invocations[0].children] == ["add"]
+    assert result.scope.read("a") == 3
+
+
+def test_a_coercible_argument_is_accepted_as_the_agent_would() -> None:
+    planner = ScriptedChatModel([step("add", a="3", b=2.0), step("done")])
+    result = supervisor(add, planner=ChatClient.create(planner)).run(request="3 + 2")
+    assert result.output == 5 and "ERROR" not in planner.prompts[1].user_message.text
