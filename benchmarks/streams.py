@@ -296,18 +296,28 @@ def compare_with_raw(rounds: int) -> None:
         )
         for n in (1, 256):
             best: dict[str, list[float]] = {"raw": [0.0, 0.0], "lane": [0.0, 0.0], "httpx": [0.0, 0.0]}
+            ratios: list[tuple[float, float]] = []  # lane / raw of each round (wall, CPU)
             for _ in range(rounds):
+                got_round: dict[str, tuple[float, float]] = {}
                 for name in best:
                     if name == "raw":
                         got = asyncio.run(raw_aiohttp_streams(base_url, n, chunks))
                     else:
                         got = asyncio.run(model_streams(base_url, name, n, chunks))
+                    got_round[name] = got
                     best[name] = [max(best[name][0], got[0]), max(best[name][1], got[1])]
+                raw_round, lane_round = got_round["raw"], got_round["lane"]
+                ratios.append((lane_round[0] / raw_round[0], lane_round[1] / raw_round[1]))
             (raw, raw_cpu), (lane, lane_cpu), (hx, hx_cpu) = best["raw"], best["lane"], best["httpx"]
             print(
                 f"   {n:3} streams: raw aiohttp {raw:8,.0f}/s {raw_cpu:8,.0f}/CPU-s | socket lane {lane:8,.0f}/s "
                 f"({lane / raw:.2f}x) {lane_cpu:8,.0f}/CPU-s ({lane_cpu / raw_cpu:.2f}x) | httpx {hx:8,.0f}/s "
                 f"({hx / raw:.2f}x) {hx_cpu:8,.0f}/CPU-s ({hx_cpu / raw_cpu:.2f}x)"
+            )
+            walls, cpus = [r[0] for r in ratios], [r[1] for r in ratios]
+            print(
+                f"       lane / raw aiohttp round by round: wall {min(walls):.2f}-{max(walls):.2f}x, "
+                f"CPU {min(cpus):.2f}-{max(cpus):.2f}x"
             )
     finally:
         proc.terminate()

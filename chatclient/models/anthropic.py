@@ -75,6 +75,7 @@ from chatclient.messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from chatclient.models._chunks import message_chunk, message_generation, text_chunk
 from chatclient.models.base import (
     ChatResponse,
     ChatResponseMetadata,
@@ -95,7 +96,7 @@ from chatclient.models.http import (
     error_for_status,
     resolve_api_key,
 )
-from chatclient.models.http.sse import SSEDecoder
+from chatclient.models.http.sse import SSEDecoder, parse_event_json
 from chatclient.models.wire import arguments_object, arguments_text
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
@@ -637,31 +638,39 @@ class AnthropicStreamParser:
         self._saw_tools = False
         self._service_tier: str | None = None
         self._server_tool_use: dict[str, Any] | None = None
+        # Text deltas of each block, joined only for the last chunk's content (not once per delta).
+        self._block_text: dict[int, list[str]] = {}
+        self._meta = ChatResponseMetadata()  # shared by every delta (frozen); set at message_start
 
     def _chunk(self, message: AssistantMessage) -> ChatResponse:
-        return ChatResponse((Generation(message),), ChatResponseMetadata(self._id, self._model))
+        return message_chunk((message_generation(message),), self._meta)
 
     def feed(self, line: str) -> list[ChatResponse]:
         """Consume one line of the stream; return the chunks it completes."""
-        event = self._sse.feed(line)
-        if event is None:
+        sse = self._sse
+        data = sse.feed_data(line)
+        if data is None:
             return []
-        payload = event.json()
-        _raise_error_event(payload)
-        if not isinstance(payload, Mapping):
-            return []
-        kind = payload.get("type") or event.event
+        payload = parse_event_json(data)
+        if type(payload) is not dict:
+            _raise_error_event(payload)
+            if not isinstance(payload, Mapping):
+                return []
+        kind = payload.get("type") or sse.last_event
+        if kind == "content_block_delta":  # nearly every event: a piece of text
+            return self._delta(int(payload["index"]), payload.get("delta") or {})
+        if kind == "error":
+            _raise_error_event(payload)
         if kind == "message_start":
             message = payload.get("message") or {}
             self._id, self._model = message.get("id"), message.get("model")
+            self._meta = ChatResponseMetadata(self._id, self._model)
             usage = message.get("usage")
             self._counts.update(usage)
             if isinstance(usage, Mapping) and isinstance(usage.get("service_tier"), str):
                 self._service_tier = usage["service_tier"]
         elif kind == "content_block_start":
             return self._start(int(payload["index"]), payload.get("content_block") or {})
-        elif kind == "content_block_delta":
-            return self._delta(int(payload["index"]), payload.get("delta") or {})
         elif kind == "content_block_stop":
             return self._stop(int(payload["index"]))
         elif kind == "message_delta":
@@ -677,11 +686,16 @@ class AnthropicStreamParser:
                 self._server_tool_use = dict(usage["server_tool_use"])
         elif kind == "message_stop":
             self.done = True
-        return []  # ping and event types added later carry nothing to pass on
+        else:  # ping and event types added later: passed on only to who asked (raw_provider_events)
+            from chatclient.models.raw_events import raw_event_chunks
+
+            return raw_event_chunks("anthropic", kind, payload)
+        return []
 
     def _start(self, index: int, block: Mapping[str, Any]) -> list[ChatResponse]:
         state = dict(block)
         self._blocks[index] = state
+        self._block_text.pop(index, None)
         kind = state.get("type")
         if kind == "text":
             text = state.get("text") or ""
@@ -724,11 +738,14 @@ class AnthropicStreamParser:
         kind = delta.get("type")
         if kind == "text_delta":
             text = delta.get("text") or ""
-            state["text"] = (state.get("text") or "") + text
+            pieces = self._block_text.get(index)
+            if pieces is None:
+                pieces = self._block_text[index] = [state.get("text") or ""]
+            pieces.append(text)
             if text:
                 self._saw_text = True
                 self._text.append(text)
-                return [self._chunk(AssistantMessage(text))]
+                return [text_chunk(text, self._meta)]
         elif kind == "input_json_delta":
             self._json.setdefault(index, []).append(delta.get("partial_json") or "")
         elif kind == "thinking_delta":
@@ -801,6 +818,8 @@ class AnthropicStreamParser:
         out = []
         for index in sorted(self._blocks):
             block = dict(self._blocks[index])
+            if index in self._block_text:
+                block["text"] = "".join(self._block_text[index])
             if block.get("type") == "thinking" and not block.get("signature"):
                 block.pop("signature", None)
             out.append(block)

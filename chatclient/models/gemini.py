@@ -59,6 +59,7 @@ from chatclient.messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from chatclient.models._chunks import message_chunk, message_generation, text_generation
 from chatclient.models.base import (
     ChatResponse,
     ChatResponseMetadata,
@@ -77,7 +78,7 @@ from chatclient.models.http import (
     error_for_status,
     resolve_api_key,
 )
-from chatclient.models.http.sse import SSEDecoder
+from chatclient.models.http.sse import SSEDecoder, parse_event_json
 from chatclient.models.tool_media import media_note, tool_text
 from chatclient.models.wire import arguments_object, arguments_text, deep_merge, json_object, usage_count
 from chatclient.options import ChatOptions
@@ -548,22 +549,32 @@ def _stream_error(err: Mapping[str, Any]) -> Exception:
 
 
 class _CandidateStream:
-    __slots__ = ("calls", "extra", "parts", "raw_finish", "saw_text")
+    __slots__ = ("_tail", "calls", "extra", "parts", "raw_finish", "saw_text")
 
     def __init__(self) -> None:
         self.parts: list[dict[str, Any]] = []
+        self._tail: list[str] = []  # text merged into the last part, joined once (not once per delta)
         self.calls = 0
         self.saw_text = False
         self.raw_finish: str | None = None
         self.extra: Mapping[str, Any] = MappingProxyType({})
+
+    def whole_parts(self) -> list[dict[str, Any]]:
+        """The parts kept so far, the last one's merged text joined."""
+        if self._tail:
+            last = self.parts[-1]
+            last["text"] = str(last.get("text") or "") + "".join(self._tail)
+            self._tail = []
+        return self.parts
 
     def keep(self, part: Mapping[str, Any]) -> None:
         # Streamed text arrives as many small parts: consecutive ones of the same kind are merged
         # until a part carrying a signature closes one, so the turn goes back as the API sent it.
         last = self.parts[-1] if self.parts else None
         if last is not None and len(part) == 1 and len(last) == 1 and "text" in part and "text" in last:
-            last["text"] = str(last["text"] or "") + str(part["text"] or "")  # plain text after plain text
+            self._tail.append(str(part["text"] or ""))  # plain text after plain text
             return
+        self.whole_parts()
         text_like = set(part) <= {"text", "thought", "thoughtSignature"} and "text" in part
         if (
             last is not None
@@ -572,7 +583,7 @@ class _CandidateStream:
             and "text" in last
             and bool(last.get("thought")) == bool(part.get("thought"))
         ):
-            last["text"] = str(last.get("text") or "") + str(part.get("text") or "")
+            self._tail.append(str(part.get("text") or ""))
             if part.get("thoughtSignature"):
                 last["thoughtSignature"] = part["thoughtSignature"]
             return
@@ -596,20 +607,25 @@ class GeminiStreamParser:
         self._model: str | None = None
         self._usage = Usage()
         self._extra: dict[str, Any] = {}
+        self._meta = ChatResponseMetadata()  # shared by every delta until the id or model changes (frozen)
 
     def feed(self, line: str) -> list[ChatResponse]:
         """Consume one line of the stream; return the chunks it completes."""
-        event = self._sse.feed(line)
-        if event is None:
+        data = self._sse.feed_data(line)
+        if data is None:
             return []
-        payload = event.json()
+        payload = parse_event_json(data)
         if not isinstance(payload, Mapping):
             return []
         if isinstance(payload.get("error"), Mapping):
             raise _stream_error(payload["error"])
-        _check_prompt_feedback(payload)
-        self._id = payload.get("responseId") or self._id
-        self._model = payload.get("modelVersion") or self._model
+        if "promptFeedback" in payload:
+            _check_prompt_feedback(payload)
+        response_id = payload.get("responseId") or self._id
+        model = payload.get("modelVersion") or self._model
+        if response_id != self._id or model != self._model:
+            self._id, self._model = response_id, model
+            self._meta = ChatResponseMetadata(response_id, model)
         if payload.get("usageMetadata") is not None:
             self._usage = _usage(payload["usageMetadata"])
         if "promptFeedback" in payload:
@@ -627,8 +643,10 @@ class GeminiStreamParser:
             self.done = True
         if not generations:
             return []
+        if len(generations) == 1 and 0 in generations:
+            return [message_chunk((generations[0],), self._meta)]
         ordered = tuple(generations.get(i, Generation(AssistantMessage(None))) for i in range(max(generations) + 1))
-        return [ChatResponse(ordered, ChatResponseMetadata(self._id, self._model))]
+        return [message_chunk(ordered, self._meta)]
 
     def _delta(self, candidate: Mapping[str, Any], state: _CandidateStream) -> Generation | None:
         raw = candidate.get("finishReason")
@@ -660,7 +678,9 @@ class GeminiStreamParser:
             state.saw_text = True
         if not (texts or calls or reasoning):
             return None
-        return Generation(AssistantMessage("".join(texts) or None, tuple(calls), reasoning=tuple(reasoning)))
+        if not (calls or reasoning):
+            return text_generation(texts[0] if len(texts) == 1 else "".join(texts))
+        return message_generation(AssistantMessage("".join(texts) or None, tuple(calls), reasoning=tuple(reasoning)))
 
     def finish(self) -> list[ChatResponse]:
         """The last chunk (finish reasons, usage, the turn's parts), once every candidate finished."""
@@ -669,7 +689,8 @@ class GeminiStreamParser:
         for index in range(max(states) + 1):
             state = states.get(index) or _CandidateStream()
             text = None if (state.saw_text or state.calls) else ""
-            metadata = {PARTS_KEY: tuple(state.parts)} if _needs_parts(state.parts) else {}
+            parts = state.whole_parts()
+            metadata = {PARTS_KEY: tuple(parts)} if _needs_parts(parts) else {}
             reason = finish_reason(state.raw_finish, state.calls > 0)
             generations.append(
                 Generation(AssistantMessage(text, metadata=metadata), GenerationMetadata(reason, state.extra))

@@ -30,6 +30,7 @@ from chatclient.messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from chatclient.models._chunks import message_chunk, message_generation, text_generation
 from chatclient.models.base import (
     ChatResponse,
     ChatResponseMetadata,
@@ -51,8 +52,8 @@ from chatclient.models.http import (
     env_or,
     resolve_api_key,
 )
+from chatclient.models.http.sse import SSEDecoder, parse_event_json
 from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
-from chatclient.models.http.sse import SSEDecoder
 from chatclient.models.tool_media import media_note, tool_text
 from chatclient.models.wire import data_url, is_json, reported_total, usage_count
 from chatclient.options import ChatOptions
@@ -433,6 +434,10 @@ def parse_chat_completion(payload: Any, *, think_tags: Sequence[str] | None = DE
 
 
 _NO_DELTA = Generation(AssistantMessage(None))
+_NO_ID_META = ChatResponseMetadata()
+_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
+_PLAIN_DELTA_KEYS = frozenset({"content", "role"})
+_RESPONSE_EXTRA_SET = frozenset(_RESPONSE_EXTRA_KEYS)
 
 
 class _ChoiceStream:
@@ -487,30 +492,49 @@ class OpenAIStreamParser:
         self._usage = Usage()
         self._extra: dict[str, Any] = {}
         self._choices: dict[int, _ChoiceStream] = {}
+        self._meta = _NO_ID_META  # shared by every delta until the id or model changes (frozen)
 
     def feed(self, line: str) -> list[ChatResponse]:
         """Consume one line of the stream; return the chunks it completes."""
-        event = self._sse.feed(line)
-        if event is None:
+        # Runs twice per streamed token (the data line, the blank line): the common shapes are read
+        # with direct lookups and the chunk is built from shared, frozen parts (see models._chunks).
+        sse = self._sse
+        if type(sse) is SSEDecoder:
+            data = sse.feed_data(line)
+        else:  # a subclass's decoder (Azure's records each event it dispatches): its own feed
+            event = sse.feed(line)
+            data = None if event is None else event.data
+        if data is None:
             return []
-        if event.data.strip() == "[DONE]":
+        if data[:1] != "{" and data.strip() == "[DONE]":
             self.done = True
             return []
-        payload = event.json()
-        _raise_payload_error(payload)
-        if not isinstance(payload, Mapping):
-            raise ModelResponseError("OpenAI-compatible stream event is not a JSON object")
-        self._id = payload.get("id") or self._id
-        self._model = payload.get("model") or self._model
+        payload = parse_event_json(data)
+        if type(payload) is not dict:
+            _raise_payload_error(payload)
+            if not isinstance(payload, Mapping):
+                raise ModelResponseError("OpenAI-compatible stream event is not a JSON object")
+        elif payload.get("error") is not None:
+            _raise_payload_error(payload)
+        chunk_id = payload.get("id") or self._id
+        model = payload.get("model") or self._model
+        if chunk_id != self._id or model != self._model:
+            self._id, self._model = chunk_id, model
+            self._meta = ChatResponseMetadata(chunk_id, model)
         if payload.get("usage"):
             self._usage = _usage(payload["usage"])
-        _response_extra(payload, self._extra)
+        if not _RESPONSE_EXTRA_SET.isdisjoint(payload):
+            _response_extra(payload, self._extra)
         choices = payload.get("choices")
         if not choices:
             return []
         if len(choices) == 1:  # the common case, kept cheap: one choice per event
-            index = int(choices[0].get("index", 0))
-            gen = self._choice_delta(choices[0], self._choice(index))
+            choice = choices[0]
+            index = choice.get("index", 0)
+            if type(index) is not int:
+                index = int(index)
+            state = self._choices.get(index) or self._choice(index)
+            gen = self._choice_delta(choice, state)
             if gen is None:
                 return []
             generations: tuple[Generation, ...] = (gen,) if index == 0 else (*([_NO_DELTA] * index), gen)
@@ -524,7 +548,7 @@ class OpenAIStreamParser:
             if not deltas:
                 return []
             generations = tuple(deltas.get(i, _NO_DELTA) for i in range(max(deltas) + 1))
-        return [ChatResponse(generations, ChatResponseMetadata(self._id, self._model))]
+        return [message_chunk(generations, self._meta)]
 
     def _choice(self, index: int) -> _ChoiceStream:
         state = self._choices.get(index)
@@ -535,7 +559,7 @@ class OpenAIStreamParser:
     def _choice_delta(self, choice: Mapping[str, Any], state: _ChoiceStream) -> Generation | None:
         if choice.get("finish_reason"):
             state.raw_finish = choice["finish_reason"]
-        if choice.get("native_finish_reason") is not None:
+        if "native_finish_reason" in choice and choice["native_finish_reason"] is not None:
             state.extra["native_finish_reason"] = choice["native_finish_reason"]
         logprobs = choice.get("logprobs")
         if logprobs and isinstance(logprobs, Mapping):
@@ -544,7 +568,12 @@ class OpenAIStreamParser:
             for key in ("content", "refusal"):
                 if isinstance(logprobs.get(key), list):
                     state.logprobs.setdefault(key, []).extend(logprobs[key])
-        delta = choice.get("delta") or {}
+        delta = choice.get("delta") or _NO_FIELDS
+        content = delta.get("content")
+        # The usual token: text only (a "role" key at most), no think-tag splitting left to do.
+        if state.splitter is None and type(content) is str and content and _PLAIN_DELTA_KEYS.issuperset(delta):
+            state.saw_text = True
+            return text_generation(content)
         # Rare fields are looked up only when present: this runs once per streamed token.
         if "annotations" in delta and isinstance(delta["annotations"], list):
             state.annotations.extend(delta["annotations"])
@@ -553,7 +582,6 @@ class OpenAIStreamParser:
             reasoning = _message_reasoning(delta)
             self._merge_details(delta.get("reasoning_details"), state)
         text: str | None = None
-        content = delta.get("content")
         if content and isinstance(content, str):
             splitter = state.splitter
             if splitter is not None:
@@ -576,7 +604,9 @@ class OpenAIStreamParser:
             state.saw_text = True
         if refusal is not None:
             state.saw_refusal = True
-        return Generation(
+        if not (calls or reasoning or refusal):
+            return text_generation(text)  # type: ignore[arg-type]  # text is a non-empty str here
+        return message_generation(
             AssistantMessage(text, calls, reasoning=tuple(reasoning) if reasoning else (), refusal=refusal)
         )
 

@@ -56,6 +56,7 @@ from chatclient.messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from chatclient.models._chunks import message_chunk, message_generation, text_chunk
 from chatclient.models.base import (
     ChatResponse,
     ChatResponseMetadata,
@@ -72,8 +73,8 @@ from chatclient.models.http import (
     assistant_text,
     error_for_status,
 )
+from chatclient.models.http.sse import SSEDecoder, parse_event_json
 from chatclient.models.openai import is_strict_schema, openai_endpoint
-from chatclient.models.http.sse import SSEDecoder
 from chatclient.models.wire import data_url, is_json, reported_total, usage_count
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt, ToolDefinition
@@ -497,6 +498,9 @@ def parse_response(payload: Any) -> ChatResponse:
     return ChatResponse((gen,), md)
 
 
+_NO_ID_META = ChatResponseMetadata()
+
+
 class ResponsesStreamParser:
     """Turns Responses API stream events into delta chunks.
 
@@ -513,6 +517,7 @@ class ResponsesStreamParser:
         "_final",
         "_id",
         "_items",
+        "_meta",
         "_model",
         "_part",
         "_part_start",
@@ -536,19 +541,21 @@ class ResponsesStreamParser:
         self._part: Any = None  # the (item id, content index) of the last text delta
         self._text_len = 0
         self._final: Mapping[str, Any] | None = None
+        self._meta = _NO_ID_META  # shared by every delta until the id or model changes (frozen)
 
     def _chunk(self, message: AssistantMessage) -> list[ChatResponse]:
-        return [ChatResponse((Generation(message),), ChatResponseMetadata(self._id, self._model))]
+        return [message_chunk((message_generation(message),), self._meta)]
 
     def feed(self, line: str) -> list[ChatResponse]:
         """Consume one line of the stream; return the chunks it completes."""
-        event = self._sse.feed(line)
-        if event is None:
+        sse = self._sse
+        data = sse.feed_data(line)
+        if data is None:
             return []
-        payload = event.json()
+        payload = parse_event_json(data)
         if not isinstance(payload, dict):
             return []
-        kind = payload.get("type") or event.event
+        kind = payload.get("type") or sse.last_event
         if kind == "response.output_text.delta":
             delta = payload.get("delta") or ""
             if not delta:
@@ -559,7 +566,7 @@ class ResponsesStreamParser:
                 self._seen.add(str(part[0]))
                 self._part_start.setdefault((str(part[0]), part[1]), self._text_len)
             self._text_len += len(delta)
-            return [ChatResponse((Generation(AssistantMessage(delta)),), ChatResponseMetadata(self._id, self._model))]
+            return [text_chunk(delta, self._meta)]
         if kind == "response.function_call_arguments.delta":
             state = self._calls.get(str(payload.get("item_id")))
             delta = payload.get("delta") or ""
@@ -599,6 +606,7 @@ class ResponsesStreamParser:
             if isinstance(response, Mapping):
                 self._id = response.get("id") or self._id
                 self._model = response.get("model") or self._model
+                self._meta = ChatResponseMetadata(self._id, self._model)
             return []
         if kind in ("response.completed", "response.incomplete"):
             response = payload.get("response")
@@ -611,7 +619,11 @@ class ResponsesStreamParser:
             _raise_error(error or {"code": "server_error", "message": "the response failed"}, "failed")
         if kind == "error":
             _raise_error(payload.get("error") if isinstance(payload.get("error"), Mapping) else payload)
-        return []  # events chatclient has no use for (content_part.*, *.done, hosted tool progress)
+        # Events chatclient has no use for (content_part.*, *.done, hosted tool progress): passed on
+        # only to who asked (raw_provider_events).
+        from chatclient.models.raw_events import raw_event_chunks
+
+        return raw_event_chunks("openai_responses", kind, payload)
 
     def _added(self, item: Any) -> list[ChatResponse]:
         if not isinstance(item, Mapping) or item.get("type") != "function_call":

@@ -10,12 +10,12 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import httpx
 
 from chatclient.errors import ModelHTTPError, ModelResponseError
-from chatclient.models.http._pooled import PooledHTTPResource
 from chatclient.models.base import BaseChatModel, ChatResponse, ModelCapabilities
+from chatclient.models.http._pooled import PooledHTTPResource
 from chatclient.models.http.limits import ResponseLimits
 from chatclient.models.http.retry import RetryPolicy
-from chatclient.models.http.transport import HTTPTransport
 from chatclient.models.http.stdlib_http import KEEPALIVE_EXPIRY
+from chatclient.models.http.transport import HTTPTransport
 from chatclient.options import ChatOptions
 from chatclient.prompt import Prompt
 
@@ -145,22 +145,39 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
     def _parse(self, payload: Any) -> ChatResponse:
         return self._guarded(self.parse_response, payload, "response shape")
 
-    def _feed(self, parser: StreamParser, line: str | bytes) -> list[ChatResponse]:
-        return self._guarded(parser.feed, line, "stream event")
+    def _feed_batch(self, parser: StreamParser, batch: Sequence[Any], out: list[ChatResponse]) -> None:
+        """Feed ``batch`` until the end marker, adding the chunks to ``out``; failures mapped as
+        ``_guarded`` maps them (chunks of the lines before a failing one stay in ``out``)."""
+        feed = parser.feed
+        try:
+            for line in batch:
+                chunks = feed(line)
+                if chunks:
+                    out += chunks
+                if parser.done:
+                    return
+        except Exception as exc:
+            raise self._mapped(exc, "stream event") from None
 
     def _guarded(self, fn: Callable[[Any], _T], arg: Any, what: str) -> _T:
         """Run a pure mapping step; any failure becomes a ModelResponseError with secrets scrubbed."""
         try:
             return fn(arg)
-        except ModelResponseError as exc:
-            raise ModelResponseError(self._http.scrub(str(exc))) from None
-        except ModelHTTPError as exc:  # an error event mid-stream, typed like its HTTP status
+        except Exception as exc:
+            raise self._mapped(exc, what) from None
+
+    def _mapped(self, exc: Exception, what: str) -> Exception:
+        """The typed, scrubbed error a failed mapping step raises (other exceptions unchanged)."""
+        if isinstance(exc, ModelResponseError):
+            return ModelResponseError(self._http.scrub(str(exc)))
+        if isinstance(exc, ModelHTTPError):  # an error event mid-stream, typed like its HTTP status
             exc.args = (self._http.scrub(str(exc)),)
             exc.body = self._http.scrub(exc.body) if exc.body else exc.body
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            return exc
+        if isinstance(exc, KeyError | TypeError | ValueError | AttributeError | IndexError):
             text = self._http.scrub(f"{type(exc).__name__}: {exc}")
-            raise ModelResponseError(f"unexpected {self.provider} {what} ({text})") from None
+            return ModelResponseError(f"unexpected {self.provider} {what} ({text})")
+        return exc
 
     # -- the four modes ---------------------------------------------------------------------------
 
@@ -192,17 +209,22 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
             emitted = False
             failure: ModelHTTPError | None = None
             try:
-                for line in lines.chunks() if getattr(parser, "raw_bytes", False) else lines:
+                batches = _each_alone(lines.chunks()) if getattr(parser, "raw_bytes", False) else lines.batches()
+                for batch in batches:
+                    out: list[ChatResponse] = []
+                    error: ModelHTTPError | None = None
                     try:
-                        chunks = self._feed(parser, line)
+                        self._feed_batch(parser, batch, out)
                     except ModelHTTPError as exc:
-                        if emitted:
-                            raise
-                        failure = exc
+                        error = exc
+                    if error is not None and not (emitted or out):
+                        failure = error  # nothing was emitted yet: retried like its status
                         break
-                    for chunk in chunks:
+                    if out:
                         emitted = True
-                        yield chunk
+                        yield from out
+                    if error is not None:
+                        raise error
                     if parser.done:
                         yield from parser.finish()
                         lines.finish()
@@ -230,17 +252,23 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
             emitted = False
             failure: ModelHTTPError | None = None
             try:
-                async for line in lines.chunks() if getattr(parser, "raw_bytes", False) else lines:
+                batches = _aeach_alone(lines.chunks()) if getattr(parser, "raw_bytes", False) else lines.batches()
+                async for batch in batches:
+                    out: list[ChatResponse] = []
+                    error: ModelHTTPError | None = None
                     try:
-                        chunks = self._feed(parser, line)
+                        self._feed_batch(parser, batch, out)
                     except ModelHTTPError as exc:
-                        if emitted:
-                            raise
-                        failure = exc
+                        error = exc
+                    if error is not None and not (emitted or out):
+                        failure = error  # nothing was emitted yet: retried like its status
                         break
-                    for chunk in chunks:
+                    if out:
                         emitted = True
-                        yield chunk
+                        for chunk in out:
+                            yield chunk
+                    if error is not None:
+                        raise error
                     if parser.done:
                         for chunk in parser.finish():
                             yield chunk
@@ -267,6 +295,16 @@ def assistant_text(text: str | None, has_tool_calls: bool) -> str | None:
     if text:
         return text
     return None if has_tool_calls else ""
+
+
+def _each_alone(items: Iterator[bytes]) -> Iterator[list[bytes]]:
+    for item in items:
+        yield [item]
+
+
+async def _aeach_alone(items: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
+    async for item in items:
+        yield [item]
 
 
 def _raise_incomplete(provider: str) -> None:

@@ -45,10 +45,25 @@ class _EventBound:
             return
         self._size += len(line) + 1
         if self._size > self._limit:
-            raise ModelResponseError(
-                f"a stream event is larger than {self._limit} bytes "
-                "(raise ResponseLimits.max_event_bytes if such events are expected)"
-            )
+            self._too_large()
+
+    def check_all(self, lines: list[str]) -> None:
+        """``check`` for each of ``lines`` (one call per read, not per line)."""
+        size, limit = self._size, self._limit
+        for line in lines:
+            if not line:
+                size = 0
+            elif line[0] != ":":
+                size += len(line) + 1
+                if size > limit:
+                    self._too_large()
+        self._size = size
+
+    def _too_large(self) -> None:
+        raise ModelResponseError(
+            f"a stream event is larger than {self._limit} bytes "
+            "(raise ResponseLimits.max_event_bytes if such events are expected)"
+        )
 
 
 def _stream_checks(
@@ -89,6 +104,28 @@ class LineStream:
                 yield line
             if self._events is not None:
                 yield ""  # a last event without its blank line is still dispatched
+        except httpx.RequestError as exc:
+            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
+        except ModelResponseError as exc:
+            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
+
+    def batches(self) -> Iterator[list[str]]:
+        """The same lines as iterating, grouped by the body reads that completed them (one step per
+        read instead of one per line: a read usually holds several events)."""
+        try:
+            for chunk in self._chunks:
+                self._total.add(chunk)
+                lines = self._lines.feed(chunk)
+                if lines:
+                    if self._events is not None:
+                        self._events.check_all(lines)
+                    yield lines
+            tail = self._lines.flush()
+            if self._events is not None:
+                self._events.check_all(tail)
+                tail.append("")  # a last event without its blank line is still dispatched
+            if tail:
+                yield tail
         except httpx.RequestError as exc:
             raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
         except ModelResponseError as exc:
@@ -199,6 +236,27 @@ class AsyncLineStream:
                 yield line
             if self._events is not None:
                 yield ""
+        except httpx.RequestError as exc:
+            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
+        except ModelResponseError as exc:
+            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
+
+    async def batches(self) -> AsyncIterator[list[str]]:
+        """Async ``LineStream.batches``."""
+        try:
+            async for chunk in self._chunks:
+                self._total.add(chunk)
+                lines = self._lines.feed(chunk)
+                if lines:
+                    if self._events is not None:
+                        self._events.check_all(lines)
+                    yield lines
+            tail = self._lines.flush()
+            if self._events is not None:
+                self._events.check_all(tail)
+                tail.append("")
+            if tail:
+                yield tail
         except httpx.RequestError as exc:
             raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
         except ModelResponseError as exc:

@@ -1,0 +1,146 @@
+"""The per-chunk fast paths of the stream parsers: same objects, same events, same errors as the plain paths."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from chatclient.errors import ModelHTTPError, ModelResponseError
+from chatclient.messages import AssistantMessage, Reasoning
+from chatclient.models import _chunks
+from chatclient.models.anthropic import AnthropicChatModel
+from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
+from chatclient.models.http.sse import SSEDecoder, parse_event_json, parse_json
+from chatclient.prompt import Prompt
+from tests.support import LoopbackServer, server_fixtures
+from tests.support.loopback import SSE, anthropic_stream
+
+loopback_server, server = server_fixtures()
+
+PATH = "/v1/messages"
+
+
+def test_fast_constructors_build_what_the_constructors_build() -> None:
+    assert _chunks._slots_match()  # the fast path is the one in use
+    meta = ChatResponseMetadata("c1", "m")
+    assert _chunks.text_chunk("hi", meta) == ChatResponse((Generation(AssistantMessage("hi")),), meta)
+    message = AssistantMessage(None, reasoning=(Reasoning("think"),))
+    built = _chunks.message_chunk((_chunks.message_generation(message),), meta)
+    assert built == ChatResponse((Generation(message),), meta)
+    assert built.result is not None and built.result.metadata == GenerationMetadata()
+    with pytest.raises(AttributeError):  # still frozen
+        built.result.output.text = "x"  # type: ignore[misc]
+
+
+LINES = [
+    ": comment",
+    "event: message_start",
+    "id: 7",
+    'data: {"a": 1}',
+    "",
+    "",
+    "data:no-space",
+    "data:  two spaces",
+    "",
+    "retry: 10",
+    "data: first",
+    "data: second",
+    "",
+    "event: ping",
+    "",
+    "data",
+    "",
+]
+
+
+def test_feed_data_gives_the_data_feed_gives() -> None:
+    plain, fast = SSEDecoder(), SSEDecoder()
+    expected = [e.data for e in map(plain.feed, LINES) if e is not None]
+    got = [d for d in map(fast.feed_data, LINES) if d is not None]
+    assert got == expected == ['{"a": 1}', "no-space\n two spaces", "first\nsecond", ""]
+
+
+def test_feed_data_keeps_the_event_name_and_the_bound() -> None:
+    sse = SSEDecoder(max_event_bytes=10)
+    for line in ("event: delta", "data: x"):
+        assert sse.feed_data(line) is None
+    assert sse.feed_data("") == "x" and sse.last_event == "delta"
+    sse.feed_data("data: 12345")
+    with pytest.raises(ModelResponseError, match="larger than 10 bytes"):
+        sse.feed_data("data: 67890")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": [1, {"b": null}]}',
+        ' {"a": 1}',
+        '{"a": 1} ',
+        '{"a": 1} x',
+        '{"a":',
+        "[1]",
+        "",
+        "{" * 600,
+        '{"a": "\udcff"}',
+    ],
+)
+def test_parse_event_json_matches_parse_json(text: str) -> None:
+    def outcome(fn: Any) -> Any:
+        try:
+            return fn()
+        except ModelResponseError as exc:
+            return ("error", str(exc))
+
+    assert outcome(lambda: parse_event_json(text)) == outcome(lambda: parse_json(text, what="stream event"))
+
+
+def _model(srv: LoopbackServer) -> AnthropicChatModel:
+    return AnthropicChatModel("claude-test", api_key="sk-ant-test", base_url=srv.url, max_retries=1, backoff_base=0.0)
+
+
+OVERLOADED = ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+
+
+def _read(model: AnthropicChatModel, use_async: bool) -> tuple[list[str | None], BaseException | None]:
+    got: list[str | None] = []
+
+    async def collect() -> None:
+        async for chunk in model.astream(Prompt("hi")):
+            got.append(chunk.text)
+
+    try:
+        if use_async:
+            asyncio.run(collect())
+        else:
+            got.extend(c.text for c in model.stream(Prompt("hi")))
+    except (ModelHTTPError, ModelResponseError) as exc:
+        return got, exc
+    return got, None
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_an_error_event_after_a_chunk_of_the_same_read_is_raised_after_it(
+    server: LoopbackServer, use_async: bool
+) -> None:
+    # The whole body arrives in one read: the chunk before the error still reaches the caller,
+    # and the stream is not retried (a chunk was emitted).
+    events = [*anthropic_stream(("Hi",), stop=False)[:4], OVERLOADED]
+    server.script(PATH, SSE(events, done=False), SSE(anthropic_stream(("no",))))
+    with _model(server) as model:
+        got, error = _read(model, use_async)
+    assert got == ["Hi"]
+    assert isinstance(error, ModelHTTPError) and error.status == 529
+    assert len(server.requests_to(PATH)) == 1
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_an_error_event_before_any_chunk_is_retried(server: LoopbackServer, use_async: bool) -> None:
+    events = [*anthropic_stream(("Hi",), stop=False)[:2], OVERLOADED]
+    server.script(PATH, SSE(events, done=False), SSE(anthropic_stream(("again",))))
+    with _model(server) as model:
+        got, error = _read(model, use_async)
+    assert error is None
+    assert [t for t in got if t] == ["again"]
+    assert len(server.requests_to(PATH)) == 2
