@@ -35,6 +35,7 @@ from chatclient.errors import ModelResponseError
 from chatclient.messages import Media
 from chatclient.models.base import Usage
 from chatclient.models.http.limits import DEFAULT_TIMEOUT
+from chatclient.models.http.transport import BinaryAnswer
 from chatclient.models.openai_media import AzureDeployment, OpenAIMediaModel, upload
 
 if TYPE_CHECKING:
@@ -358,10 +359,8 @@ class OpenAITranscriptionModel(OpenAIMediaModel):
         self._planned(seconds)
         path, text_reply = self._path("audio/transcriptions"), fields["response_format"] in _TEXT_FORMATS
         attributes = _transcription_attributes(fields)
-        if text_reply:
-            answer = self._request("transcribe", lambda: self._http.post_binary(path, body), attributes)
-            return self._answer(answer.content.decode("utf-8", "replace"), seconds)
-        return self._answer(self._request("transcribe", lambda: self._http.post(path, body), attributes), seconds)
+        send = (lambda: self._http.post_binary(path, body)) if text_reply else (lambda: self._http.post(path, body))
+        return self._request("transcribe", send, lambda answer: self._answer(answer, seconds), attributes)
 
     async def atranscribe(
         self, audio: Any, *, language: str | None = None, prompt: str | None = None, timestamps: bool = False,
@@ -372,14 +371,12 @@ class OpenAITranscriptionModel(OpenAIMediaModel):
         self._planned(seconds)
         path, text_reply = self._path("audio/transcriptions"), fields["response_format"] in _TEXT_FORMATS
         attributes = _transcription_attributes(fields)
-        if text_reply:
-            answer = await self._arequest("transcribe", lambda: self._http.apost_binary(path, body), attributes)
-            return self._answer(answer.content.decode("utf-8", "replace"), seconds)
-        return self._answer(await self._arequest("transcribe", lambda: self._http.apost(path, body), attributes), seconds)
+        send = (lambda: self._http.apost_binary(path, body)) if text_reply else (lambda: self._http.apost(path, body))
+        return await self._arequest("transcribe", send, lambda answer: self._answer(answer, seconds), attributes)
 
     def _answer(self, payload: Any, seconds: float | None) -> Transcription:
-        if isinstance(payload, str):
-            result = Transcription(payload.strip())
+        if isinstance(payload, BinaryAnswer):  # text, srt or vtt
+            result = Transcription(payload.content.decode("utf-8", "replace").strip())
         else:
             try:
                 result = parse_transcription(payload)
@@ -502,7 +499,8 @@ class OpenAISpeechModel(OpenAIMediaModel):
         body.update({k: v for k, v in options.items() if v is not None})
         return body
 
-    def _speech(self, content: bytes, content_type: str | None, format: str, planned: float | None) -> Speech:
+    def _speech(self, answer: BinaryAnswer, format: str, planned: float | None) -> Speech:
+        content, content_type = answer.content, answer.content_type
         if not content:
             raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
         mime = (content_type or "").split(";")[0].strip().lower()
@@ -519,8 +517,12 @@ class OpenAISpeechModel(OpenAIMediaModel):
         body = self._body(text, voice, format, speed, instructions, options)
         planned = self._plan(lambda price: price.characters(len(text)))
         path = self._path("audio/speech")
-        answer = self._request("speech", lambda: self._http.post_binary(path, body), _speech_attributes(body))
-        return self._speech(answer.content, answer.content_type, format, planned)
+        return self._request(
+            "speech",
+            lambda: self._http.post_binary(path, body),
+            lambda answer: self._speech(answer, format, planned),
+            _speech_attributes(body),
+        )
 
     async def aspeak(
         self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
@@ -530,8 +532,12 @@ class OpenAISpeechModel(OpenAIMediaModel):
         body = self._body(text, voice, format, speed, instructions, options)
         planned = self._plan(lambda price: price.characters(len(text)))
         path = self._path("audio/speech")
-        answer = await self._arequest("speech", lambda: self._http.apost_binary(path, body), _speech_attributes(body))
-        return self._speech(answer.content, answer.content_type, format, planned)
+        return await self._arequest(
+            "speech",
+            lambda: self._http.apost_binary(path, body),
+            lambda answer: self._speech(answer, format, planned),
+            _speech_attributes(body),
+        )
 
     def stream_speak(
         self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,

@@ -343,10 +343,12 @@ class OpenAIImageModel(OpenAIMediaModel):
         ``output_compression``, ``response_format``, ``user``)."""
         body = self._generation(prompt, n, size, quality, style, output_format, options)
         planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        payload = self._request(
-            "generate_image", lambda: self._http.post(self._path("images/generations"), body), _span_attributes(body)
+        return self._request(
+            "generate_image",
+            lambda: self._http.post(self._path("images/generations"), body),
+            lambda payload: self._answer(payload, body, planned),
+            _span_attributes(body),
         )
-        return self._answer(payload, body, planned)
 
     async def agenerate(
         self,
@@ -362,10 +364,12 @@ class OpenAIImageModel(OpenAIMediaModel):
         """Async ``generate``."""
         body = self._generation(prompt, n, size, quality, style, output_format, options)
         planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        payload = await self._arequest(
-            "generate_image", lambda: self._http.apost(self._path("images/generations"), body), _span_attributes(body)
+        return await self._arequest(
+            "generate_image",
+            lambda: self._http.apost(self._path("images/generations"), body),
+            lambda payload: self._answer(payload, body, planned),
+            _span_attributes(body),
         )
-        return self._answer(payload, body, planned)
 
     # -- edits ---------------------------------------------------------------------------------------
 
@@ -414,10 +418,12 @@ class OpenAIImageModel(OpenAIMediaModel):
         (a PNG with an alpha channel) marks where. ``options`` are passed on as form fields."""
         body, fields = self._edit_body(prompt, images, mask, n, size, quality, options)
         planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        payload = self._request(
-            "edit_image", lambda: self._http.post(self._path("images/edits"), body), _span_attributes(fields)
+        return self._request(
+            "edit_image",
+            lambda: self._http.post(self._path("images/edits"), body),
+            lambda payload: self._answer(payload, fields, planned),
+            _span_attributes(fields),
         )
-        return self._answer(payload, fields, planned)
 
     async def aedit(
         self,
@@ -433,10 +439,12 @@ class OpenAIImageModel(OpenAIMediaModel):
         """Async ``edit``."""
         body, fields = self._edit_body(prompt, images, mask, n, size, quality, options)
         planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        payload = await self._arequest(
-            "edit_image", lambda: self._http.apost(self._path("images/edits"), body), _span_attributes(fields)
+        return await self._arequest(
+            "edit_image",
+            lambda: self._http.apost(self._path("images/edits"), body),
+            lambda payload: self._answer(payload, fields, planned),
+            _span_attributes(fields),
         )
-        return self._answer(payload, fields, planned)
 
     def _answer(self, payload: Any, body: Mapping[str, Any], planned: float | None) -> ImageResponse:
         try:

@@ -214,31 +214,42 @@ class OpenAIMediaModel(PooledHTTPResource):
 
     # -- requests -----------------------------------------------------------------------------------
 
-    def _request(self, operation: str, send: Callable[[], _T], attributes: Mapping[str, Any]) -> _T:
-        """``send()`` observed as ``operation``, with refusals typed and one token refresh after a 401."""
+    def _request(
+        self, operation: str, send: Callable[[], Any], finish: Callable[[Any], _T], attributes: Mapping[str, Any]
+    ) -> _T:
+        """``finish(send())`` observed as ``operation`` (the observation ends with the finished
+        result), with refusals typed and one token refresh after a 401."""
         with observed(observe_media(self, operation, attributes)) as done:
             for attempt in range(2):
                 try:
-                    result = send()
-                    done(result)
-                    return result
+                    answer = send()
+                    break
                 except ModelHTTPError as exc:
                     if not self._again(exc, attempt):
                         raise
-            raise AssertionError("unreachable")  # pragma: no cover
+            result = finish(answer)
+            done(result)
+            return result
 
-    async def _arequest(self, operation: str, send: Callable[[], Awaitable[_T]], attributes: Mapping[str, Any]) -> _T:
+    async def _arequest(
+        self,
+        operation: str,
+        send: Callable[[], Awaitable[Any]],
+        finish: Callable[[Any], _T],
+        attributes: Mapping[str, Any],
+    ) -> _T:
         """Async ``_request``."""
         with observed(observe_media(self, operation, attributes)) as done:
             for attempt in range(2):
                 try:
-                    result = await send()
-                    done(result)
-                    return result
+                    answer = await send()
+                    break
                 except ModelHTTPError as exc:
                     if not self._again(exc, attempt):
                         raise
-            raise AssertionError("unreachable")  # pragma: no cover
+            result = finish(answer)
+            done(result)
+            return result
 
     def _stream(self, operation: str, path: str, body: Any, attributes: Mapping[str, Any]) -> Iterator[bytes]:
         """The answer's bytes as they arrive, with the failures of ``_request`` typed the same way."""

@@ -18,6 +18,10 @@ What is recorded:
 * one span per agent invocation (``chatclient.agents``), ``invoke_agent {name}`` (``gen_ai.agent.name``),
   with the agent's chat spans and its sub-agents' spans below it;
 * one span per tool execution, ``execute_tool {name}`` (``gen_ai.tool.name``, ``gen_ai.tool.call.id``);
+* one span per image, transcription or speech call (``chatclient.models.images`` / ``.audio``),
+  ``{operation} {model}`` (kind CLIENT; ``gen_ai.operation.name`` ``generate_image``, ``edit_image``,
+  ``transcribe`` or ``speech``, the request's size, quality, format and voice, and on the answer the
+  image count, token usage where reported, the audio duration or byte count), recorded in both metrics;
 * one span per HTTP attempt (``POST``, with ``chatclient.http.attempt`` and
   ``http.request.resend_count``), so retries are visible;
 * metrics ``gen_ai.client.token.usage`` (by ``gen_ai.token.type``) and
@@ -44,7 +48,7 @@ from __future__ import annotations
 import contextvars
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -140,7 +144,7 @@ class _SpanObservation:
                     span.set_attribute("http.response.status_code", status)
             if result is not None:
                 self._observer._on_result(self, span, result, error)
-            if self._kind == "call":
+            if self._kind in ("call", "media"):
                 self._observer._record_metrics(self, result, error)
         finally:
             node.ended = True
@@ -470,6 +474,25 @@ class OpenTelemetryObserver:
             attrs["gen_ai.provider.name"] = provider
         return self._start("embedding", None, f"embeddings {model_name}", SpanKind.CLIENT, attrs, make_current=True)
 
+    def start_media(self, model: Any, operation: str, attributes: Mapping[str, Any]) -> _SpanObservation:
+        """One image, transcription or speech call: ``{operation} {model}`` with the request's
+        low-cardinality ``attributes`` (size, quality, format, voice); recorded in the metrics."""
+        model_name = getattr(model, "model", None)
+        if not isinstance(model_name, str) or not model_name:
+            model_name = type(model).__name__
+        metric_attrs: dict[str, Any] = {"gen_ai.operation.name": operation, "gen_ai.request.model": model_name}
+        provider = _provider_name(model)
+        if provider:
+            metric_attrs["gen_ai.provider.name"] = provider
+        host, port = _server(model)
+        if host:
+            metric_attrs["server.address"] = host
+        attrs: dict[str, Any] = {**metric_attrs, **attributes}
+        if port:
+            attrs["server.port"] = port
+        name = f"{operation} {model_name}"
+        return self._start("media", None, name, SpanKind.CLIENT, attrs, make_current=True, metric_attrs=metric_attrs)
+
     def start_retrieval(self, store: Any, request: Any) -> _SpanObservation:
         """One vector-store search: ``retrieval {store}``, with ``top_k`` and, on finish, the result count."""
         store_name = str(getattr(store, "name", type(store).__name__))
@@ -501,6 +524,9 @@ class OpenTelemetryObserver:
             ids = [str(d.id) for d in result if getattr(d, "id", None) is not None]
             if ids:
                 span.set_attribute("chatclient.documents.ids", ids)
+            return
+        if kind == "media":
+            _on_media_result(span, result)
             return
         if kind == "embedding":
             shape = getattr(result, "shape", None)
@@ -576,9 +602,30 @@ class OpenTelemetryObserver:
             attrs["error.type"] = type(error).__qualname__
         self._duration.record(time.perf_counter() - obs._start, attrs)
         usage = getattr(getattr(cr, "metadata", None), "usage", None)
+        if obs._kind == "media":
+            usage = getattr(result, "usage", None)
         if usage is not None and not usage.is_empty():
             self._token_usage.record(usage.prompt_tokens, {**attrs, "gen_ai.token.type": "input"})
             self._token_usage.record(usage.completion_tokens, {**attrs, "gen_ai.token.type": "output"})
+
+
+def _on_media_result(span: Span, result: Any) -> None:
+    """What an image, transcription or speech call produced: counts and sizes, never the content."""
+    usage = getattr(result, "usage", None)
+    if usage is not None and not usage.is_empty():
+        span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+    images = getattr(result, "images", None)
+    if isinstance(images, list):
+        span.set_attribute("chatclient.images.count", len(images))
+    duration = getattr(result, "duration", None)
+    if isinstance(duration, float):
+        span.set_attribute("chatclient.audio.duration", duration)
+    audio = getattr(result, "audio", None)
+    if isinstance(audio, bytes):
+        span.set_attribute("chatclient.audio.bytes", len(audio))
+    elif isinstance(result, int) and not isinstance(result, bool):  # a streamed answer: its byte count
+        span.set_attribute("chatclient.audio.bytes", result)
 
 
 def _version() -> str | None:
