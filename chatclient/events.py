@@ -142,6 +142,22 @@ class UsageUpdate(StreamEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class RawProviderEvent(StreamEvent):
+    """A provider stream event chatclient does not map (Anthropic's ``ping``, a Responses API event
+    type it has no field for): ``provider``, the event's ``type`` and its ``data`` as sent.
+
+    Only streams run inside ``chatclient.listeners.raw_provider_events()`` carry them (or a
+    ``handle_stream`` handler with ``on_raw_event``); new event types may appear, so never switch
+    on them exhaustively.
+    """
+
+    provider: str
+    type: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    kind = "raw_provider_event"
+
+
+@dataclass(frozen=True, slots=True)
 class Finished(StreamEvent):
     """The last event of a request: the whole answer as one ``ChatResponse`` (None when there was none)."""
 
@@ -442,6 +458,7 @@ __all__ = [
     "EventSink",
     "Finished",
     "HostedToolUsed",
+    "RawProviderEvent",
     "ReasoningDelta",
     "StreamEvent",
     "TextDelta",
@@ -562,7 +579,11 @@ def _deltas(r: ChatResponse) -> tuple[StreamEvent, ...]:
         text = message.text
         return (TextDelta(text),) if text else ()
     out: list[StreamEvent] = []
-    if message is not None:
+    if message is None:
+        provider = getattr(r, "provider", None)  # a RawEventChunk (chatclient.models.raw_events)
+        if provider is not None:
+            return (RawProviderEvent(provider, getattr(r, "type", ""), getattr(r, "data", {})),)
+    else:
         for reasoning in message.reasoning:
             if reasoning.text:
                 out.append(ReasoningDelta(reasoning.text))
