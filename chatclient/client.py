@@ -12,10 +12,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, overload
 
 from chatclient import events as _events
 from chatclient import observation
+from chatclient._suggest import no_such_attribute
 from chatclient.advisor import Advisor, AdvisorChain, ChatModelAdvisor, Mode, build_chain
 from chatclient.errors import ChatClientError, TemplateError
 from chatclient.messages import MESSAGE_CLASSES, Media, Message, SystemMessage, UserMessage
@@ -426,6 +427,60 @@ class ChatClient:
                 state.messages.append(UserMessage(_check_text(content)))
         return ChatClientRequestSpec(self._model, state)
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise no_such_attribute(self, name, _CLIENT_HINTS)
+
+
+_CLIENT_HINTS = {
+    "call": "start a request first: client.prompt(\"question\").call().content()",
+    "chat": "requests start with client.prompt(\"question\"), then .call() / .stream()",
+    "invoke": "requests start with client.prompt(\"question\"), then .call() / .stream()",
+    "system": "per-request system text goes on the request: client.prompt().system(...); defaults on "
+    "ChatClient.builder(model).default_system(...)",
+    "advisors": "per-request advisors go on the request: client.prompt(...).advisors(...); defaults on "
+    "ChatClient.builder(model).default_advisors(...)",
+}
+_BUILDER_HINTS = {
+    "system": "the builder sets defaults for every request: .default_system(...); a single request's system "
+    "text goes on client.prompt().system(...)",
+    "user": "the builder sets defaults: .default_user(...); a single request's text goes on client.prompt(...)",
+    "advisors": "the builder sets defaults: .default_advisors(...)",
+    "tools": "the builder sets defaults: .default_tools(...)",
+    "options": "the builder sets defaults: .default_options(ChatOptions(...))",
+    "prompt": "build the client first: ChatClient.builder(model)....build().prompt(...)",
+    "call": "build the client first: ChatClient.builder(model)....build().prompt(...).call()",
+}
+_SPEC_HINTS = {
+    "content": "run the request first: .call().content() (or .stream().content() for pieces)",
+    "entity": "run the request first: .call().entity(MyType)",
+    "temperature": "options go in one object: .options(ChatOptions(temperature=...))",
+    "model": "the model is the client's: ChatClient.create(model); per-request model options: "
+    ".options(ChatOptions(model=...))",
+}
+
+
+def _no_terminal_arguments(method: str, args: tuple[Any, ...], options: Mapping[str, Any]) -> None:
+    """``call()`` and its siblings take nothing: say where what was passed belongs."""
+    if not args and not options:
+        return
+    fields = {name for name in dir(ChatOptions) if not name.startswith("_")}
+    as_options = [k for k in options if k in fields]
+    parts = [f"{method}() takes no arguments"]
+    if as_options:
+        shown = ", ".join(f"{k}={options[k]!r}" for k in as_options)
+        parts.append(f"set model options before it: .options(ChatOptions({shown})).{method}()")
+    unknown = [k for k in options if k not in fields]
+    if unknown:
+        parts.append(
+            f"{', '.join(map(repr, unknown))} is not a model option; the request is built with "
+            ".system(), .user(), .messages(), .options(ChatOptions(...)), .advisors(), .tools(), .tool_context()"
+        )
+    if args:
+        parts.append(f"the question goes in .prompt(...) or .user(...), then .{method}()")
+    raise TypeError("; ".join(parts))
+
 
 class ChatClientBuilder:
     """Collects a client's defaults; every method returns the builder."""
@@ -497,6 +552,11 @@ class ChatClientBuilder:
 
     def clone(self) -> ChatClientBuilder:
         return ChatClientBuilder(self._model, self._state.copy())
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise no_such_attribute(self, name, _BUILDER_HINTS)
 
 
 ChatClient.Builder = ChatClientBuilder  # type: ignore[attr-defined]  # Spring-style name
@@ -628,17 +688,26 @@ class ChatClientRequestSpec:
 
     # -- terminal families ----------------------------------------------------------------------
 
-    def call(self) -> CallResponseSpec:
+    def call(self, *_: Never, **options: Never) -> CallResponseSpec:
+        _no_terminal_arguments("call", _, options)
         return CallResponseSpec(self._model, *_to_request(self._state))
 
-    def stream(self) -> StreamResponseSpec:
+    def stream(self, *_: Never, **options: Never) -> StreamResponseSpec:
+        _no_terminal_arguments("stream", _, options)
         return StreamResponseSpec(self._model, *_to_request(self._state))
 
-    def acall(self) -> AsyncCallResponseSpec:
+    def acall(self, *_: Never, **options: Never) -> AsyncCallResponseSpec:
+        _no_terminal_arguments("acall", _, options)
         return AsyncCallResponseSpec(self._model, *_to_request(self._state))
 
-    def astream(self) -> AsyncStreamResponseSpec:
+    def astream(self, *_: Never, **options: Never) -> AsyncStreamResponseSpec:
+        _no_terminal_arguments("astream", _, options)
         return AsyncStreamResponseSpec(self._model, *_to_request(self._state))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise no_such_attribute(self, name, _SPEC_HINTS)
 
 
 @dataclass(frozen=True, slots=True)

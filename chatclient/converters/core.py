@@ -504,6 +504,21 @@ def _new_converter(target: Any) -> StructuredOutputConverter[Any]:
     return EntityOutputConverter(target)
 
 
+def _value_not_type_message(target: Any) -> str:
+    kind = type(target).__name__
+    if isinstance(target, dict):
+        return (
+            "entity() takes a type, not a dict value: describe the answer with a pydantic model "
+            "(class Answer(BaseModel): name: str), a dataclass or a TypedDict and pass the class, e.g. "
+            ".entity(Answer); use .entity(dict) for any JSON object. A JSON schema dict is not accepted: "
+            "write the model class it describes"
+        )
+    return (
+        f"entity() takes a type such as a pydantic model, a dataclass, list[int] or an Enum, not a {kind} value "
+        f"({shown(target)}): pass the class itself, e.g. .entity({kind}) or .entity(MyModel)"
+    )
+
+
 def converter_for(target: Any) -> StructuredOutputConverter[Any]:
     """The converter for ``target``: a converter is used as is, ``dict`` gets ``MapOutputConverter``,
     bare ``list`` gets ``ListOutputConverter``, any other type an ``EntityOutputConverter``.
@@ -514,6 +529,8 @@ def converter_for(target: Any) -> StructuredOutputConverter[Any]:
         raise ValueError("type cannot be None")
     if _is_converter(target):
         return target  # type: ignore[no-any-return]
+    if isinstance(target, (dict, list, tuple, set, frozenset, str, bytes, int, float)):
+        raise TypeError(_value_not_type_message(target))
     try:
         cached = _CACHE.get(target)
     except TypeError:  # an unhashable type expression: build one each time
