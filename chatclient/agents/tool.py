@@ -1,20 +1,39 @@
-"""An agent (or a whole workflow) as a tool another ChatClient's model can call (``agent.as_tool()``)."""
+"""An agent (or a whole workflow) as a tool another ChatClient's model can call (``agent.as_tool()``).
+
+This module knows agents only through the small ``ToolableAgent`` protocol, so it imports nothing
+from ``chatclient.agents.base`` (which imports this module for ``Agent.as_tool``): no import circle.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chatclient import jsonsafe
 from chatclient.errors import ChatClientError, ToolExecutionError
 from chatclient.prompt import ToolDefinition
 
 if TYPE_CHECKING:
-    from chatclient.agents.base import Agent
     from chatclient.tools.context import ToolContext
 
 MAX_ARGUMENTS_CHARS = 1_000_000
+
+
+class ToolableAgent(Protocol):
+    """What ``AgentTool`` needs of an agent (every ``chatclient.agents.Agent`` has it): a name, a
+    description, its inputs' types, and ``run`` / ``arun`` returning a result with ``output`` and
+    ``suspended``."""
+
+    name: str
+    description: str
+
+    def input_types(self) -> dict[str, tuple[Any, bool]]: ...
+
+    def run(self, **inputs: Any) -> Any: ...
+
+    def arun(self, **inputs: Any) -> Awaitable[Any]: ...
 
 
 def _tool_name(name: str) -> str:
@@ -22,7 +41,7 @@ def _tool_name(name: str) -> str:
     return cleaned or "agent"
 
 
-def _schema(agent: Agent) -> dict[str, Any]:
+def _schema(agent: ToolableAgent) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for key, (hint, needed) in agent.input_types().items():
@@ -57,7 +76,7 @@ class AgentTool:
 
     return_direct = False
 
-    def __init__(self, agent: Agent, *, name: str | None = None, description: str | None = None) -> None:
+    def __init__(self, agent: ToolableAgent, *, name: str | None = None, description: str | None = None) -> None:
         self.agent = agent
         self.definition = ToolDefinition(
             _tool_name(name or agent.name),
@@ -106,4 +125,4 @@ class AgentTool:
         return f"AgentTool({self.agent!r})"
 
 
-__all__ = ["AgentTool"]
+__all__ = ["AgentTool", "ToolableAgent"]
