@@ -13,6 +13,11 @@ of credential-like request headers and URL query parameters, the ``secrets`` giv
 user:password are scrubbed from everything stored, inside decoded JSON strings too, so a key the
 server echoes in an escaped form is found).
 
+Uploads and binary answers (the image and audio models) are stored readably too: a
+``multipart/form-data`` request body as its list of parts (text fields with their values, files by
+name, type, size and SHA-256), and an answer that is neither text nor JSON (audio, images) as
+``base64``; a streamed binary answer is replayed as one piece.
+
 Requests are matched by method, path and body; the body is what the model receives (the rendered
 prompt, the options, the tools), so a changed prompt does not silently go to the network: in
 ``replay`` mode it raises ``CassetteMismatchError`` with a unified diff against the closest
@@ -30,6 +35,7 @@ interaction raises ``CassetteError`` naming it, never a bare ``KeyError`` or ``T
 
 from __future__ import annotations
 
+import base64
 import difflib
 import json
 import re
@@ -113,6 +119,44 @@ def _check_interaction(number: int, item: Any) -> None:
             raise bad(f"{where}: 'lines' must be a list of strings")
     elif "text" in response and not isinstance(response["text"], str):
         raise bad(f"{where}: 'text' must be a string")
+    elif "base64" in response and not isinstance(response["base64"], str):
+        raise bad(f"{where}: 'base64' must be a string")
+
+
+def _multipart(content_type: str, raw: bytes) -> dict[str, Any]:
+    """A multipart/form-data body as the list of its parts: text fields with their values, files by
+    name, filename, type, size and SHA-256 (an upload is megabytes of audio: its digest matches it)."""
+    import email.parser
+    import email.policy
+    import hashlib
+
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1", "replace")
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    parts: list[dict[str, Any]] = []
+    for part in message.iter_parts() if message.is_multipart() else ():
+        name = part.get_param("name", header="content-disposition")
+        filename = part.get_param("filename", header="content-disposition")
+        data = part.get_payload(decode=True)
+        data = data if isinstance(data, bytes) else b""
+        if isinstance(filename, str):
+            parts.append(
+                {
+                    "name": str(name),
+                    "filename": filename,
+                    "content_type": str(part.get_content_type()),
+                    "bytes": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                }
+            )
+        else:
+            parts.append({"name": str(name), "value": data.decode("utf-8", "replace")})
+    return {"multipart": parts}
+
+
+def _is_binary(content_type: str) -> bool:
+    """An answer stored as base64: anything that is not text, JSON, an event stream or NDJSON."""
+    kind = content_type.split(";")[0].strip().lower()
+    return bool(kind) and not (kind.startswith("text/") or "json" in kind or kind.endswith(("+xml", "/xml")))
 
 
 def _decode_body(raw: bytes) -> Any:
@@ -269,7 +313,11 @@ class Cassette:
         if len(request.content) > MAX_BODY_BYTES:
             raise CassetteError(f"a request body is larger than {MAX_BODY_BYTES} bytes; the cassette will not store it")
         secrets = self._request_secrets(request)
-        body = _decode_body(request.content)
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("multipart/form-data"):
+            body: Any = _multipart(content_type, request.content)
+        else:
+            body = _decode_body(request.content)
         # Bodies are scrubbed before matching, so a recorded (scrubbed) body matches a live one; the
         # decoded strings are scrubbed, so an escaped form of a key cannot slip through.
         if body is not None:
@@ -339,6 +387,8 @@ class Cassette:
         response: dict[str, Any] = {"status": status, "headers": kept}
         if "event-stream" in content_type or "ndjson" in content_type:
             response["lines"] = [_scrub_line(line, clean) for line in text.split("\n")]
+        elif _is_binary(content_type):
+            response["base64"] = base64.b64encode(raw).decode("ascii")
         else:
             try:
                 # Decode first, then scrub the strings: a key echoed as \u escapes or with \/ is found,
@@ -374,6 +424,8 @@ class Cassette:
         recorded = interaction["response"]
         if "lines" in recorded:
             content = "\n".join(recorded["lines"]).encode("utf-8")
+        elif "base64" in recorded:
+            content = base64.b64decode(recorded["base64"])
         elif "json" in recorded:
             content = b"" if recorded["json"] is None else json.dumps(recorded["json"], ensure_ascii=False).encode("utf-8")
         else:
