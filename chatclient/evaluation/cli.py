@@ -61,6 +61,8 @@ class Progress:
         self.stream = stream
         self.width = width
         self.passed = 0
+        self.done = 0
+        self.total: int | None = None
         self._bar: Any = None
 
     def __call__(self, done: int, total: int, case: Any) -> None:
@@ -69,14 +71,24 @@ class Progress:
 
         if self._bar is None:
             self._bar = progress_bar(total=total, desc="eval", unit="case", stream=self.stream, interval=0)
+        self.done, self.total = done, total
         self.passed += int(case.passed)
         status = "PASS" if case.passed else ("ERROR" if case.error else "FAIL")
         last = terminal_safe(f"{case.id} {status} score={case.score:.2f} {case.latency:.2f}s")
         self._bar.set_postfix_str(f"{self.passed} passed, last {last}", refresh=False)
         self._bar.update(max(done - self._bar.n, 0))
         if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        """End the bar (at the end of the run, or when it is interrupted)."""
+        if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+EXIT_INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT, what shells report for a program stopped by Ctrl-C)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,9 +121,19 @@ def run_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         evaluators.append(_ReferenceOnly(AnswerCorrectnessEvaluator(_made(args.judge))))
     baseline = EvalReport.load(args.baseline) if args.baseline else None
-    report = run_evaluation(
-        target, args.dataset, evaluators, concurrency=args.concurrency, name=args.name, progress=Progress(err)
-    )
+    progress = Progress(err)
+    try:
+        report = run_evaluation(
+            target, args.dataset, evaluators, concurrency=args.concurrency, name=args.name, progress=progress
+        )
+    except KeyboardInterrupt:
+        progress.close()
+        of = f" of {progress.total}" if progress.total is not None else ""
+        err.write(
+            f"eval interrupted after {progress.done}{of} cases ({progress.passed} passed); nothing was written "
+            "(an evaluation keeps no checkpoint): run the same command again to evaluate every case\n"
+        )
+        return EXIT_INTERRUPTED
     out.write(render_table(report, baseline=baseline) + "\n")
     if args.out:
         directory = Path(args.out)
@@ -161,7 +183,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
         err.write(f"error: {terminal_safe(str(exc))}\n")
         return 2
+    except KeyboardInterrupt:  # before the first case (loading the client, the dataset)
+        err.write("eval interrupted before any case ran; nothing was written\n")
+        return EXIT_INTERRUPTED
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
-__all__ = ["Progress", "build_parser", "load_object", "main"]
+__all__ = ["EXIT_INTERRUPTED", "Progress", "build_parser", "load_object", "main"]

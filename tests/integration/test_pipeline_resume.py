@@ -36,17 +36,17 @@ SCRIPT = textwrap.dedent(
     splitter = TokenTextSplitter(chunk_size=30, min_chunk_size_chars=10, encoding="simple")
     with SqliteVectorStore(work / "vectors.db", SlowEmbedding()) as store:
         pipeline = DocumentPipeline(readers, [splitter], store, batch_size=5, max_concurrency=2,
-                                    checkpoint=work / "ingest.ckpt", progress=False)
+                                    checkpoint=work / "ingest.ckpt", progress=sys.argv[2] == "progress")
         docs = pipeline.run()
         print("DONE", len(docs), pipeline.last_report.written, pipeline.last_report.skipped, flush=True)
     """
 )
 
 
-def _run(work: Path, delay: float) -> subprocess.Popen[str]:
+def _run(work: Path, delay: float, progress: str = "quiet") -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, str(work / "ingest.py"), str(work), "unused", str(delay)],
+        [sys.executable, str(work / "ingest.py"), str(work), progress, str(delay)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -89,3 +89,33 @@ def test_killed_ingestion_resumes_without_duplicates(tmp_path: Path) -> None:
     third = _run(tmp_path, 0.0)
     out, _ = third.communicate(timeout=60)
     assert out.split()[2:] == ["0", str(total_n)]  # a finished run writes nothing again
+
+
+def test_ctrl_c_says_what_was_written_and_the_rerun_bar_counts_the_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    for i in range(8):
+        (tmp_path / "docs" / f"f{i}.txt").write_text(
+            " ".join(f"Line {j} of file {i} about {i}-{j}." for j in range(15))
+        )
+    (tmp_path / "ingest.py").write_text(SCRIPT)
+    ckpt = tmp_path / "ingest.ckpt"
+    proc = _run(tmp_path, 0.15, "progress")
+    deadline = time.monotonic() + 30
+    while not (ckpt.exists() and len(ckpt.read_text().split()) >= 10):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGINT, err  # Python's end on Ctrl-C: the shell's status 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    (said,) = [line for line in err.splitlines() if "interrupted" in line]
+    saved = len(set(ckpt.read_text().split()))
+    assert said.startswith(f"document pipeline interrupted: {saved} of ")
+    assert f"checkpoint {str(ckpt)!r} lists them" in said and "Run the same pipeline again to resume" in said
+
+    rerun = _run(tmp_path, 0.0, "progress")
+    _out, err = rerun.communicate(timeout=60)
+    assert rerun.returncode == 0, err
+    first = err.strip().splitlines()[0]
+    assert f"{saved} from checkpoint" in first and f"{saved}/" in first

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO, runtime_checkable
 
-from chatclient.progress import progress_bar
+from chatclient.progress import progress_bar, report_interrupt
 from chatclient.rag.documents import Document
 
 log = logging.getLogger(__name__)
@@ -216,14 +216,24 @@ class DocumentPipeline:
         todo = [d for d in docs if d.id not in done]
         batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
         write = self._write_fn()
+        skipped = len(docs) - len(todo)
+        where = "from checkpoint" if checkpoint is not None else "already stored"
         progress = progress_bar(
-            total=len(todo), desc="embedding", unit="chunk", enabled=self.progress is not False, stream=self.progress_stream
+            total=len(docs),
+            desc="embedding",
+            unit="chunk",
+            enabled=self.progress is not False,
+            stream=self.progress_stream,
+            initial=skipped,  # shown, but not counted as speed
+            postfix=f"{skipped} {where}" if skipped else None,
         )
+        written = [0]
 
         def work(batch: list[Document]) -> int:
             write(batch)
             if checkpoint is not None:
                 checkpoint.record([d.id for d in batch])
+            written[0] += len(batch)
             return len(batch)
 
         try:
@@ -248,6 +258,10 @@ class DocumentPipeline:
                         for f in pending:
                             f.cancel()
                         raise
+        except KeyboardInterrupt as exc:
+            progress.close()
+            report_interrupt(self._interrupted_line(written[0], len(todo), skipped), exc)
+            raise
         finally:
             progress.close()
         self.last_report = PipelineReport(
@@ -256,3 +270,20 @@ class DocumentPipeline:
         return docs
 
     __call__ = run
+
+    def _interrupted_line(self, written: int, todo: int, skipped: int) -> str:
+        """The one line Ctrl-C prints: what is stored and how a re-run goes on."""
+        head = f"document pipeline interrupted: {written} of {todo} chunks written in this run"
+        if skipped:
+            head += f" ({skipped} before it)"
+        if self.checkpoint is not None:
+            return (
+                f"{head}; checkpoint {str(self.checkpoint)!r} lists them. Run the same pipeline again to resume: "
+                "written chunks are skipped."
+            )
+        if self.content_ids and self.skip_existing and callable(getattr(self.writer, "get", None)):
+            return f"{head}; the store holds them. Run the same pipeline again to resume: stored chunks are skipped."
+        return (
+            f"{head}; nothing records them, so a re-run writes everything again (ids are stable, so nothing is "
+            "duplicated); pass checkpoint='ingest.ckpt' to make a run resumable."
+        )
