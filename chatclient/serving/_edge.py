@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
+import os
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -355,10 +355,12 @@ class Edge:
     def app(self, routes: Sequence[Any], *, render: Any) -> ServingApp:
         """Starlette ``routes`` behind the gate (``render(EdgeError) -> Response``) and CORS."""
         _require_starlette()
-        from starlette.applications import Starlette
         from starlette.middleware.cors import CORSMiddleware
+        from starlette.routing import Router
 
-        inner = Starlette(routes=list(routes))
+        # A bare Router, not a Starlette app: its middleware (error pages, exception handlers) would
+        # cost every request and do nothing here, where every failure is already answered.
+        inner = Router(routes=list(routes))
         gate = guarded(inner, self.guard, self.auth, render=lambda refusal: render(EdgeError.from_refusal(refusal)))
         origins = self.guard.origins
         asgi: Any = gate
@@ -386,12 +388,18 @@ class Edge:
                 raise self._too_large()
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
+        receive = request.receive  # the raw ASGI messages: cheaper than Starlette's body stream
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise EdgeError(499, "The client closed the connection.", code="client_closed")
+            chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
                 raise self._too_large()
             chunks.append(chunk)
-        return b"".join(chunks)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
     def _too_large(self) -> EdgeError:
         return EdgeError(
@@ -422,13 +430,21 @@ class Edge:
 
     # -- running -------------------------------------------------------------------------------
 
-    def run_events(self, target: Any, turn: ChatTurn, *, principal: Any = None) -> AsyncIterator[StreamEvent]:
-        """Run ``turn`` on ``target`` (a ChatClient or an agent) and yield its events (see the module docs)."""
+    def run_events(
+        self, target: Any, turn: ChatTurn, *, principal: Any = None, stream: bool = True
+    ) -> AsyncIterator[StreamEvent]:
+        """Run ``turn`` on ``target`` (a ChatClient or an agent) and yield its events (see the module docs).
+
+        ``stream=False`` (for answers sent whole) calls a ChatClient's model without streaming: the
+        events then come at the end, without ``TextDelta``s (``Finished`` carries the answer).
+        """
         if _is_agent(target):
             return self._agent_events(target, turn)
-        return self._client_events(target, turn, principal)
+        return self._client_events(target, turn, principal, stream)
 
-    async def _client_events(self, client: ChatClient, turn: ChatTurn, principal: Any) -> AsyncIterator[StreamEvent]:
+    async def _client_events(
+        self, client: ChatClient, turn: ChatTurn, principal: Any, stream: bool
+    ) -> AsyncIterator[StreamEvent]:
         from chatclient.messages import SystemMessage
 
         spec = client.prompt()
@@ -438,7 +454,7 @@ class Edge:
             # own: a served prompt's instructions are the server's, not the caller's to replace.
             spec.system(messages.pop(0).text)
         spec.messages(*messages)
-        conversation_id = turn.conversation_id or f"serving-{uuid.uuid4().hex}"
+        conversation_id = turn.conversation_id or f"serving-{os.urandom(16).hex()}"
         spec.advisors(
             params={**turn.context, ContextKeys.CONVERSATION_ID: conversation_id, ContextKeys.PRINCIPAL: principal}
         )
@@ -449,6 +465,11 @@ class Edge:
             spec.advisors(_return_caller_tools(frozenset(d.name for d in turn.caller_tools)))
         if self.max_duration is not None:
             spec.max_duration(self.max_duration)
+        if not stream:
+            response = await spec.acall().chat_client_response()
+            for event in response.events:
+                yield event
+            return
         events = spec.astream().events()
         try:
             async for event in events:
@@ -460,7 +481,7 @@ class Edge:
         from chatclient.agents.base import RunCancelled
 
         store = self.scope_store
-        scope_id = turn.conversation_id or f"serving-{uuid.uuid4().hex}"
+        scope_id = turn.conversation_id or f"serving-{os.urandom(16).hex()}"
         stored = store.load(scope_id)
         answer = _newest_user_text(turn.messages)
         if stored is not None and stored._pending:
@@ -508,18 +529,20 @@ class Edge:
     @staticmethod
     async def until_disconnect(request: Any, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable``, cancelling it when the client disconnects first (``EdgeError`` 499)."""
-        work = asyncio.ensure_future(awaitable)
+        current = asyncio.current_task()
+        assert current is not None
         watch = asyncio.ensure_future(_disconnected(request.receive))
+        # The work runs in this task (no second task per request); a disconnect cancels this task.
+        watch.add_done_callback(lambda done: None if done.cancelled() else current.cancel())
         try:
-            await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+            return await awaitable
+        except asyncio.CancelledError:
+            if watch.done() and not watch.cancelled():
+                current.uncancel()
+                raise EdgeError(499, "The client closed the connection.", code="client_closed") from None
+            raise
         finally:
-            for task in (work, watch):
-                if not task.done():
-                    task.cancel()
-        if not work.done() or work.cancelled():
-            await asyncio.gather(work, return_exceptions=True)
-            raise EdgeError(499, "The client closed the connection.", code="client_closed")
-        return work.result()
+            watch.cancel()
 
 
 async def _disconnected(receive: Any) -> None:
@@ -530,8 +553,30 @@ async def _disconnected(receive: Any) -> None:
             return
 
 
+_HIGH_WATER = 64 * 1024  # bytes a stream may hold for a slow client before its producer waits
+
+
+class _Outbox:
+    """Frames produced and not yet sent; whatever is ready when the sender runs goes out as one write."""
+
+    __slots__ = ("closed", "frames", "ready", "room", "size")
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.size = 0
+        self.closed = False
+        self.ready = asyncio.Event()
+        self.room = asyncio.Event()
+
+
 class _EventStream:
-    """A streaming response whose producer is cancelled when the client disconnects."""
+    """A streaming response whose producer is cancelled when the client disconnects.
+
+    The producer (the model call and the protocol's translation) and the sender run as two tasks:
+    frames that are ready together (a fast model, a burst of tool events) are sent in one write,
+    which costs the server far less than one write per frame and delays nothing, since a frame
+    waits only while the sender is busy.
+    """
 
     __slots__ = ("frames", "headers", "media_type")
 
@@ -544,25 +589,53 @@ class _EventStream:
         raw = [(b"content-type", f"{self.media_type}; charset=utf-8".encode())]
         raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items())
         await send({"type": "http.response.start", "status": 200, "headers": raw})
-        pump = asyncio.ensure_future(self._pump(send))
+        outbox = _Outbox()
+        produce = asyncio.ensure_future(self._produce(outbox))
+        deliver = asyncio.ensure_future(_deliver(outbox, send))
         watch = asyncio.ensure_future(_disconnected(receive))
+        tasks = (produce, deliver, watch)
         try:
-            await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((deliver, watch), return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (pump, watch):
+            for task in tasks:
                 if not task.done():
                     task.cancel()
-            await asyncio.gather(pump, watch, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             aclose = getattr(self.frames, "aclose", None)
             if aclose is not None:
                 await aclose()
-        if pump.done() and not pump.cancelled() and pump.exception() is not None:
-            raise pump.exception()  # type: ignore[misc]
+        for task in (produce, deliver):
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
 
-    async def _pump(self, send: Any) -> None:
-        async for frame in self.frames:
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    async def _produce(self, outbox: _Outbox) -> None:
+        try:
+            async for frame in self.frames:
+                outbox.frames.append(frame)
+                outbox.size += len(frame)
+                outbox.ready.set()
+                if outbox.size >= _HIGH_WATER:
+                    outbox.room.clear()
+                    await outbox.room.wait()
+        finally:
+            outbox.closed = True
+            outbox.ready.set()
+
+
+async def _deliver(outbox: _Outbox, send: Any) -> None:
+    while True:
+        if not outbox.frames and not outbox.closed:
+            await outbox.ready.wait()
+            outbox.ready.clear()
+        if outbox.frames:
+            body = b"".join(outbox.frames)
+            outbox.frames.clear()
+            outbox.size = 0
+            outbox.room.set()
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        elif outbox.closed:
+            break
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ edge (``_edge``) does the rest (auth, Host/Origin, body cap, cancellation, error
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -105,7 +105,7 @@ def openai_app(
             chosen = resolve_target(targets, parsed.model)
         except EdgeError as exc:
             return _error_response(exc)
-        events = edge.run_events(chosen, parsed.turn, principal=edge.principal(request))
+        events = edge.run_events(chosen, parsed.turn, principal=edge.principal(request), stream=parsed.stream)
         headers = {CONVERSATION_HEADER: parsed.turn.conversation_id} if parsed.turn.conversation_id else {}
         if parsed.stream:
             return edge.event_stream(_chunks(events, parsed), headers=headers)
@@ -155,7 +155,7 @@ class _Parsed:
         self.stream = stream
         self.include_usage = include_usage
         self.schema = schema
-        self.completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.completion_id = f"chatcmpl-{os.urandom(12).hex()}"
 
 
 def _bad(message: str, param: str | None = None) -> EdgeError:
@@ -453,6 +453,13 @@ def _tool_calls(event: ToolCallsReturned) -> list[dict[str, Any]]:
     ]
 
 
+def _answer_text(finished: Finished | None) -> str:
+    """The text of a whole answer (runs without streaming carry it on ``Finished`` only)."""
+    response = finished.response if finished is not None else None
+    result = response.result if response is not None else None
+    return (result.output.text or "") if result is not None else ""
+
+
 def _agent_output_text(event: StreamEvent) -> str | None:
     """The output of the root agent (the last ``AgentFinished``) as text, for agents that streamed none."""
     output = getattr(event, "output", None)
@@ -498,8 +505,8 @@ async def _collect(events: AsyncIterator[StreamEvent], parsed: _Parsed) -> dict[
         else:
             outcome.see(event)
     text = "".join(texts)
-    if not text and outcome.returned is None and outcome.agent_text:
-        text = outcome.agent_text
+    if not text and outcome.returned is None:
+        text = outcome.agent_text or _answer_text(outcome.finished)
     if parsed.schema is not None and outcome.returned is None:
         text = _checked_json(text, parsed.schema)
     message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
