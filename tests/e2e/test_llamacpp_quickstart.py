@@ -17,17 +17,23 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SERVED = ("OPENAI_API_KEY", "CHATCLIENT_BASE_URL", "OPENAI_BASE_URL", "CHATCLIENT_MODEL", "LOG_LEVEL")
 
 
-def run(script: str, **env_vars: str) -> tuple[subprocess.CompletedProcess[str], float]:
+def run(script: str, cwd: Path | None = None, **env_vars: str) -> tuple[subprocess.CompletedProcess[str], float]:
     env = {k: v for k, v in os.environ.items() if k not in SERVED} | env_vars
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / script)], env=env, capture_output=True, text=True, timeout=280, check=False
+        [sys.executable, str(EXAMPLES / script)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
     )
     return done, time.perf_counter() - start
 
 
-def test_quickstart_runs_offline_on_the_local_model(smollm2_path: str) -> None:
-    done, seconds = run("quickstart.py")
+def test_quickstart_runs_offline_on_the_local_model(smollm2_path: str, tmp_path: Path) -> None:
+    done, seconds = run("quickstart.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("model: SmolLM2-135M-Instruct.Q4_1.gguf (llama.cpp in-process; chat template")
@@ -44,6 +50,8 @@ def test_quickstart_runs_offline_on_the_local_model(smollm2_path: str) -> None:
     assert len(lines) == 8, lines
     assert "chat_client" not in done.stderr
     assert seconds < 60, f"quickstart took {seconds:.1f} s (the README promises under a minute)"
+    # it writes nothing into the working directory (no logs/, no database, no cache)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_quickstart_summary_logs_go_to_stderr_when_asked(smollm2_path: str) -> None:

