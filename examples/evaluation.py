@@ -89,7 +89,7 @@ def main() -> None:
     (out / "report.html").write_text(render_html(after, baseline=before), encoding="utf-8")
     diff = after.compare(before)
     print(f"better: {[c.id for c in diff.better]} worse: {[c.id for c in diff.worse]}")
-    print(f"reports written: {sorted(p.name for p in out.iterdir())}")
+    print(f"reports written: {sorted(p.name for p in out.iterdir())} in {out}")
 
 
 if __name__ == "__main__":

@@ -189,7 +189,9 @@ def check_evaluation(out: str) -> None:
     assert re.search(r"^spider\s+FAIL\s+0\.00", out, re.MULTILINE)
     assert "v2: 4/5 passed (80%)" in out and "2 better, 1 worse, 2 unchanged" in out
     assert "better: ['planet', 'light'] worse: ['spider']" in out
-    assert "reports written: ['report.html', 'report.json']" in out
+    written = re.search(r"reports written: \['report.html', 'report.json'\] in (\S+)", out)
+    assert written is not None, out
+    assert (Path(written.group(1)) / "report.html").is_file()  # the printed folder is where they are
 
 
 def check_vector_stores(out: str) -> None:
