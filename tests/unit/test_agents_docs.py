@@ -43,6 +43,7 @@ EXPECTED: list[str] = [
     "OTTR: 101.5 3",
     "Publish 'Otters are back.'?",
     "Otters are back. [approved]",
+    "resumed",
     "20 ['one', 'two', 'two']",
     "AgentStarted sequence",
     "AgentStarted writer",
