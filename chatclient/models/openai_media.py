@@ -352,7 +352,8 @@ def sniff_mime(data: bytes) -> str | None:
 
 
 def _megabytes(limit: int) -> str:
-    return f"{limit // (1024 * 1024)} MB ({limit:,} bytes)"
+    mib = 1024 * 1024
+    return f"{limit // mib} MB ({limit:,} bytes)" if limit % mib == 0 else f"{limit:,} bytes"
 
 
 def upload(
