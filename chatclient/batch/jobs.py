@@ -19,10 +19,11 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from chatclient.batch import ItemResult
 from chatclient.errors import BatchError, BatchItemError, BatchTimeoutError
 from chatclient.models.base import BaseChatModel, ChatResponse
 from chatclient.progress import progress_bar, report_interrupt
+
+from .results import ItemResult
 
 if TYPE_CHECKING:
     from chatclient.client import ChatClientRequestSpec

@@ -367,3 +367,22 @@ def test_fingerprint_includes_closure_values_and_key_overrides(tmp_path: Path) -
     assert again[0].value == 2
     with pytest.raises(ValueError, match="key="):
         Checkpoint(tmp_path / "k.sqlite", key="")
+
+
+def test_results_pickled_under_the_old_package_path_still_load() -> None:
+    import pickle
+
+    import chatclient.batch as face
+
+    result = ItemResult(3, "v", None, Usage(1, 2))
+    data = pickle.dumps(result, protocol=0)
+    assert b"chatclient.batch.results" in data
+    # a pickle written when ItemResult lived in chatclient/batch/__init__.py names the package itself
+    old = data.replace(b"chatclient.batch.results", b"chatclient.batch")
+    assert pickle.loads(old) == result
+    runs = RunResults([result])
+    assert (
+        pickle.loads(pickle.dumps(runs, protocol=0).replace(b"chatclient.batch.results", b"chatclient.batch")) == runs
+    )
+    # the package face only hands names on
+    assert all(getattr(face, name) is not None for name in face.__all__)
