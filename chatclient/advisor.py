@@ -13,9 +13,11 @@ the chain after themselves).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from chatclient import observation
@@ -119,11 +121,17 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvis
         return self.after(chain.next_call(self.before(request, chain)), chain)
 
     def advise_stream(self, request: ChatClientRequest, chain: AdvisorChain) -> Iterator[ChatClientResponse]:
-        chunks = chain.next_stream(self.before(request, chain))
+        request = self.before(request, chain)
         if type(self).after is BaseAdvisor.after:
-            yield from chunks  # nothing to do on the way out: no per-chunk work at all
+            # Nothing to do on the way out. The advisors right after this one that have nothing to
+            # do on the way out either run their before() here too: one generator layer for all
+            # of them instead of one each, and every chunk passes through each layer.
+            while observation._observer is None and _passes_through(chain._peek(), "stream"):
+                advisor, chain = chain._next(request)
+                request = advisor.before(request, chain)
+            yield from chain.next_stream(request)
             return
-        for response in chunks:
+        for response in chain.next_stream(request):
             yield self.after(response, chain) if is_finished(response) else response
 
     async def advise_acall(self, request: ChatClientRequest, chain: AdvisorChain) -> ChatClientResponse:
@@ -132,13 +140,18 @@ class BaseAdvisor(CallAdvisor, StreamAdvisor, AsyncCallAdvisor, AsyncStreamAdvis
     async def advise_astream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        chunks = chain.next_astream(await self.abefore(request, chain))
+        request = await self.abefore(request, chain)
         cls = type(self)
         if cls.aafter is BaseAdvisor.aafter and cls.after is BaseAdvisor.after:
-            async for response in chunks:  # nothing to do on the way out: skip the finish check
+            # Nothing to do on the way out: as in advise_stream, the following advisors that have
+            # nothing to do on the way out share this one async layer (their abefore() runs here).
+            while observation._observer is None and _passes_through(chain._peek(), "astream"):
+                advisor, chain = chain._next(request)
+                request = await advisor.abefore(request, chain)
+            async for response in chain.next_astream(request):
                 yield response
             return
-        async for response in chunks:
+        async for response in chain.next_astream(request):
             yield (await self.aafter(response, chain)) if is_finished(response) else response
 
 
@@ -166,6 +179,10 @@ class AdvisorChain:
     def remaining(self) -> tuple[Advisor, ...]:
         """The advisors that ``next_*`` would still run."""
         return self._advisors[self._pos :]
+
+    def _peek(self) -> Any:
+        """The advisor ``next_*`` would run, or ``None`` past the end."""
+        return self._advisors[self._pos] if self._pos < len(self._advisors) else None
 
     def _next(self, request: ChatClientRequest) -> tuple[Any, AdvisorChain]:
         ctx = request.context
@@ -234,6 +251,42 @@ class AdvisorChain:
 
 
 _S = TypeVar("_S")
+
+
+def _chunk_responder(context: Mapping[str, Any]) -> Callable[[ChatResponse], ChatClientResponse]:
+    """``lambda chunk: ChatClientResponse(chunk, context)`` for the chunks of one stream, sharing
+    the request's context (already frozen) instead of copying it for every chunk."""
+    if type(context) is not MappingProxyType or _RESPONSE_FIELDS != ("chat_response", "context"):
+        return lambda chunk: ChatClientResponse(chunk, context)
+    new, set_chunk, set_context = object.__new__, _SET_CHAT_RESPONSE, _SET_CONTEXT
+
+    def respond(chunk: ChatResponse) -> ChatClientResponse:
+        response = new(ChatClientResponse)
+        set_chunk(response, chunk)
+        set_context(response, context)
+        return response
+
+    return respond
+
+
+_RESPONSE_FIELDS = tuple(f.name for f in dataclasses.fields(ChatClientResponse))
+_SET_CHAT_RESPONSE = ChatClientResponse.__dict__["chat_response"].__set__
+_SET_CONTEXT = ChatClientResponse.__dict__["context"].__set__
+
+
+def _passes_through(advisor: Any, mode: str) -> bool:
+    """Whether ``advisor`` is a ``BaseAdvisor`` whose stream of ``mode`` only runs its before
+    hook and passes every chunk on unchanged (its stream method and after hooks are the defaults)."""
+    if not isinstance(advisor, BaseAdvisor):
+        return False
+    cls = type(advisor)
+    if mode == "stream":
+        return cls.advise_stream is BaseAdvisor.advise_stream and cls.after is BaseAdvisor.after
+    return (
+        cls.advise_astream is BaseAdvisor.advise_astream
+        and cls.aafter is BaseAdvisor.aafter
+        and cls.after is BaseAdvisor.after
+    )
 
 
 def _tracked(stream: _S, request: ChatClientRequest) -> _S:
@@ -410,8 +463,9 @@ class ChatModelAdvisor(BaseAdvisor):
             yield ChatClientResponse(None, request.context)
         ladder = self.plan(request)
         if ladder is None:
+            respond = _chunk_responder(request.context)
             for chunk in metered_stream(self.model, request.prompt, request.context):
-                yield ChatClientResponse(chunk, request.context)
+                yield respond(chunk)
             return
         reasons: list[str] = []
         for index, rung in enumerate(ladder.rungs):
@@ -443,8 +497,9 @@ class ChatModelAdvisor(BaseAdvisor):
             yield ChatClientResponse(None, request.context)
         ladder = self.plan(request)
         if ladder is None:
+            respond = _chunk_responder(request.context)
             async for chunk in _tracked(metered_astream(self.model, request.prompt, request.context), request):
-                yield ChatClientResponse(chunk, request.context)
+                yield respond(chunk)
             return
         reasons: list[str] = []
         for index, rung in enumerate(ladder.rungs):
