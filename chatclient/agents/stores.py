@@ -513,10 +513,20 @@ class PostgresScopeStore:
                 f"CREATE TABLE IF NOT EXISTS {self.table} (id TEXT PRIMARY KEY, scope TEXT NOT NULL, "
                 "updated_at DOUBLE PRECISION NOT NULL, claim_owner TEXT, lease_until DOUBLE PRECISION)"
             )
-            self._conn.execute(  # a table written before claims existed
-                f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS claim_owner TEXT, "
-                "ADD COLUMN IF NOT EXISTS lease_until DOUBLE PRECISION"
-            )
+            columns = {
+                row[0]
+                for row in self._conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                    "AND table_schema = current_schema()",
+                    (self.table,),
+                ).fetchall()
+            }
+            if not {"claim_owner", "lease_until"} <= columns:
+                # A table written before claims existed. Only then: ALTER TABLE locks the whole table.
+                self._conn.execute(
+                    f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS claim_owner TEXT, "
+                    "ADD COLUMN IF NOT EXISTS lease_until DOUBLE PRECISION"
+                )
             self._ready = True
         return self._conn
 

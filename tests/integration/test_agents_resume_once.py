@@ -413,3 +413,26 @@ def test_a_store_table_written_before_claims_gets_the_claim_columns(tmp_path: Pa
     assert wf.resume(text, "y", scope_store=store).output == "paid invoice for 4 (y)"
     with pytest.raises(RunClaimedError):
         wf.resume(text, "y", scope_store=store)
+
+
+@pytest.mark.postgres
+def test_a_postgres_table_written_before_claims_gets_the_claim_columns() -> None:
+    _postgres_or_skip()
+    import psycopg
+
+    table = f"old_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE TABLE {table} (id TEXT PRIMARY KEY, scope TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL)"
+        )
+    try:
+        paid: list[str] = []
+        wf = payment_workflow(paid)
+        store = PostgresScopeStore(POSTGRES_DSN, table=table)
+        text = wf.run(amount=4, scope_id="old", scope_store=store).suspended.scope.to_json()  # type: ignore[union-attr]
+        assert wf.resume(text, "y", scope_store=store).output == "paid invoice for 4 (y)"
+        with pytest.raises(RunClaimedError):
+            wf.resume(text, "y", scope_store=PostgresScopeStore(POSTGRES_DSN, table=table))
+        store.close()
+    finally:
+        _drop(table)
