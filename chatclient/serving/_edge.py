@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatclient.asgi_guard import AuthHook, HostOriginGuard, Refusal, guarded
 from chatclient.errors import ChatClientError
-from chatclient.events import StreamEvent, check_max_duration
+from chatclient.events import Finished, StreamEvent, check_max_duration
 from chatclient.request import ContextKeys
 
 if TYPE_CHECKING:
@@ -465,14 +465,22 @@ class Edge:
             spec.advisors(_return_caller_tools(frozenset(d.name for d in turn.caller_tools)))
         if self.max_duration is not None:
             spec.max_duration(self.max_duration)
+        remember = turn.conversation_id is not None and turn.caller_tools
         if not stream:
             response = await spec.acall().chat_client_response()
             for event in response.events:
+                if remember and isinstance(event, Finished):
+                    await _remember_returned_calls(client, conversation_id, response.events)
                 yield event
             return
         events = spec.astream().events()
+        returned: list[StreamEvent] = []
         try:
             async for event in events:
+                if remember and isinstance(event, ToolCallsReturned):
+                    returned.append(event)
+                elif returned and isinstance(event, Finished):
+                    await _remember_returned_calls(client, conversation_id, returned)
                 yield event
         finally:
             await events.aclose()  # type: ignore[attr-defined]  # closes the chain and the model's response now
@@ -677,6 +685,24 @@ def _agent_inputs(agent: Any, text: str) -> dict[str, Any]:
         f"The agent {agent.name!r} takes several inputs ({', '.join(names)}): send them as the run's inputs.",
         code="agent_inputs_required",
     )
+
+
+async def _remember_returned_calls(client: ChatClient, conversation_id: str, events: Sequence[StreamEvent]) -> None:
+    """Store the caller's tool calls a turn returned in the target's memory, after its question.
+
+    The calls ended the turn before any answer, so memory would otherwise hold the question alone,
+    and the results the caller sends next (``role: "tool"``) would answer calls it never saw.
+    """
+    from chatclient.messages import AssistantMessage
+
+    calls = [e for e in events if isinstance(e, ToolCallsReturned)]
+    if not calls:
+        return
+    message = AssistantMessage(calls[-1].text or None, calls[-1].calls)
+    for advisor in client._defaults.advisors:
+        memory = getattr(advisor, "chat_memory", None)
+        if memory is not None:
+            await asyncio.to_thread(memory.add, conversation_id, [message])
 
 
 def _merged_options(client: ChatClient, options: ChatOptions) -> ChatOptions:

@@ -298,10 +298,13 @@ def _messages(raw: Any) -> list[Any]:
 
 
 def _newest_turn(messages: list[Any]) -> list[Any]:
-    """With a conversation id, memory holds the history: keep the system text and the newest user message."""
-    from chatclient.messages import SystemMessage, UserMessage
+    """With a conversation id, memory holds the history: keep the system text and the newest user
+    message, or the tool results that end the body (memory holds the calls they answer)."""
+    from chatclient.messages import SystemMessage, ToolResponseMessage, UserMessage
 
     head = [messages[0]] if isinstance(messages[0], SystemMessage) else []
+    if isinstance(messages[-1], ToolResponseMessage):
+        return [*head, messages[-1]]
     for message in reversed(messages):
         if isinstance(message, UserMessage):
             return [*head, message]

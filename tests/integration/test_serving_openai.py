@@ -234,6 +234,47 @@ def test_caller_tools_are_returned_then_results_come_back(served: tuple[Scripted
     assert [(r.id, r.name, r.response_data) for r in results[0].responses] == [("call_1", "get_weather", "sunny, 24 C")]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_caller_tools_in_a_remembered_conversation(stream: bool) -> None:
+    call = ToolCall("call_7", "get_weather", '{"city": "Rome"}')
+    model = ScriptedChatModel([AssistantMessage(None, (call,)), "Rome is sunny."])
+    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
+    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+    headers = {"X-Conversation-Id": "trip"}
+    question = {"role": "user", "content": "Weather in Rome?"}
+    with running(openai_app(client)) as url:
+        oa = sdk(url)
+        first = oa.chat.completions.create(
+            model="chatclient", messages=[question], tools=[WEATHER_TOOL], extra_headers=headers, stream=stream
+        )
+        if stream:
+            assert [c.choices[0].finish_reason for c in first if c.choices][-1] == "tool_calls"  # type: ignore[union-attr]
+        calls = [
+            {"id": "call_7", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
+        ]
+        follow_up = [
+            question,
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "call_7", "content": "sunny"},
+        ]
+        answer = oa.chat.completions.create(
+            model="chatclient", messages=follow_up, tools=[WEATHER_TOOL], extra_headers=headers
+        )
+    assert answer.choices[0].message.content == "Rome is sunny."
+    # History from memory (question, the returned calls), the tool results from the body: each once.
+    assert [type(m).__name__ for m in model.last_prompt.messages] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResponseMessage",
+    ]
+    assert [type(m).__name__ for m in memory.get("trip")] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResponseMessage",
+        "AssistantMessage",
+    ]
+
+
 def test_server_tools_run_on_the_server() -> None:
     ran: list[str] = []
 
