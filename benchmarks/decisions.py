@@ -1,6 +1,7 @@
 """One decision on the embedded model against the same question through ``entity(Enum)``: latency and agreement.
 
     .venv/bin/python benchmarks/decisions.py [--model smollm2-135m|gemma3-270m] [--runs 3]
+    .venv/bin/python benchmarks/decisions.py --only-reading   # reading a hostile top_logprobs list, no model
 
 For each of 10 labelled yes/no cases and 6 labelled three-way cases (sentiment), the question is
 asked twice on the same in-process model (greedy, seed 42, prefix cache off):
@@ -72,11 +73,39 @@ def entity_prompt(text: str, question: str) -> str:
     return f"Input:\n{text}\n\nQuestion: {question}"
 
 
+def reading(entries: int = 12_000, runs: int = 5) -> None:
+    """Milliseconds to read the answer from a response whose ``top_logprobs`` has ``entries`` entries
+    (a misbehaving server; 20 are asked for): bounded by ``MAX_TOP_TOKENS_READ``, linear."""
+    from types import MappingProxyType
+
+    from chatclient.decisions.model import MAX_TOP_TOKENS_READ, read_probabilities
+    from chatclient.messages import AssistantMessage
+    from chatclient.models.base import ChatResponse, Generation, GenerationMetadata
+
+    first = {"token": "yes", "logprob": -0.1}
+    tops = [{"token": f"t{i}", "logprob": -5.0} for i in range(entries)] + [first]
+    payload = {"content": [{**first, "top_logprobs": tops}]}
+    meta = GenerationMetadata("length", MappingProxyType({"logprobs": payload}))
+    response = ChatResponse((Generation(AssistantMessage("yes"), meta),))
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        read_probabilities(YesNoQuestion("?"), response)
+        times.append((time.perf_counter() - started) * 1000)
+    print(
+        f"reading {entries:,} top_logprobs entries (cap {MAX_TOP_TOKENS_READ}): {statistics.median(times):.2f} ms median"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only-reading", action="store_true", help="only time reading a 12,000-entry top_logprobs")
     args = parser.parse_args()
+    reading()
+    if args.only_reading:
+        return
 
     model = LlamaCppChatModel(bundled_model_path(args.model), n_ctx=2048, seed=42, prefix_cache=False)
     decisions = DecisionModel(model)
