@@ -20,21 +20,30 @@ def _is_target(value: Any) -> bool:
 
 
 def all_protocols_app(target: Any) -> Any:
-    """One ASGI app with every protocol for ``target``: ``/v1/...`` (OpenAI), ``/ag-ui``, ``/ai-sdk``."""
-    from starlette.applications import Starlette
-    from starlette.routing import Mount
+    """One ASGI app with every protocol for ``target``: ``/v1/...`` (OpenAI), ``/ag-ui``, ``/ai-sdk``.
 
+    ``POST /ag-ui`` and ``POST /ag-ui/`` both reach the AG-UI app (a mount alone would answer the
+    first with a redirect, which not every client follows for a POST); likewise ``/ai-sdk``.
+    """
     from chatclient.serving.ag_ui import ag_ui_app
     from chatclient.serving.ai_sdk import ai_sdk_app
     from chatclient.serving.openai_compat import openai_app
 
-    return Starlette(
-        routes=[
-            Mount("/ag-ui", ag_ui_app(target)),
-            Mount("/ai-sdk", ai_sdk_app(target)),
-            Mount("/", openai_app(target)),
-        ]
-    )
+    openai = openai_app(target)
+    mounted = (("/ag-ui", ag_ui_app(target)), ("/ai-sdk", ai_sdk_app(target)))
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        for prefix, sub in mounted:
+            if path == prefix or path.startswith(prefix + "/"):
+                # As Starlette's Mount does: the prefix moves to root_path, the rest is the app's path.
+                root = scope.get("root_path", "") + prefix
+                full = path if path != prefix else prefix + "/"
+                await sub({**scope, "root_path": root, "path": scope.get("root_path", "") + full}, receive, send)
+                return
+        await openai(scope, receive, send)
+
+    return app
 
 
 def serve(app_or_target: Any, *, host: str = "127.0.0.1", port: int = 8000, **uvicorn_options: Any) -> None:

@@ -529,3 +529,35 @@ def test_mounts_into_fastapi() -> None:
         assert httpx.get(url + "/health").json() == {"status": "ok"}
         client = openai.OpenAI(base_url=url + "/openai/v1", api_key="unused", max_retries=0)
         assert client.chat.completions.create(model="chatclient", messages=USER).choices[0].message.content == "mounted"
+
+
+def test_a_bare_target_is_served_with_all_three_protocols() -> None:
+    from chatclient.serving.server import all_protocols_app
+
+    model = ScriptedChatModel(["over openai", "over ag-ui", "over ai-sdk", "ag-ui with a slash"])
+    with running(all_protocols_app(ChatClient.create(model))) as url:
+        assert (
+            sdk(url).chat.completions.create(model="chatclient", messages=USER).choices[0].message.content
+            == "over openai"
+        )
+        run_input = {
+            "threadId": "t1",
+            "runId": "r1",
+            "state": {},
+            "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+        }
+        ag_ui = httpx.post(url + "/ag-ui", json=run_input, headers={"accept": "text/event-stream"})
+        assert ag_ui.status_code == 200 and "over ag-ui" in ag_ui.text
+        ui_messages = {
+            "id": "c1",
+            "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+        }
+        ai_sdk = httpx.post(url + "/ai-sdk", json=ui_messages)
+        assert ai_sdk.status_code == 200 and "over ai-sdk" in ai_sdk.text
+        assert ai_sdk.headers["x-vercel-ai-ui-message-stream"] == "v1"
+        slash = httpx.post(url + "/ag-ui/", json={**run_input, "runId": "r2", "threadId": "t2"})
+        assert slash.status_code == 200 and "ag-ui with a slash" in slash.text
+        assert httpx.post(url + "/ag-uix", json=run_input).status_code == 404

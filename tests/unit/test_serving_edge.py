@@ -192,5 +192,7 @@ def test_serve_warns_on_a_public_bind_without_auth(monkeypatch: pytest.MonkeyPat
         serve(openai_app(client, auth=lambda request: "ann"), host="0.0.0.0")
         serve(openai_app(client), host="127.0.0.1", port=9)
     assert [host for _, host in started] == ["0.0.0.0", "0.0.0.0", "127.0.0.1"]
+    serve(client)  # a bare target: all three protocols in one app
+    assert callable(started[-1][0]) and started[-1][0] is not client
     with pytest.raises(TypeError, match="ASGI app or a ChatClient"):
         serve(42)
