@@ -1,0 +1,429 @@
+"""ag_ui_app on a loopback Uvicorn: AG-UI events for text, reasoning, tools (server and caller), agents
+(steps, state, human-in-the-loop interrupt and resume), memory by threadId, and every fault."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("uvicorn", reason="needs the serve extra: pip install 'chatclient[serve]'")
+pytest.importorskip("ag_ui.core", reason="needs the serve extra (ag-ui-protocol)")
+
+import httpx
+from ag_ui.core import Event
+from pydantic import TypeAdapter
+
+from advisors.budget import Budget, BudgetAdvisor
+from advisors.memory import MessageChatMemoryAdvisor
+from chatclient import ChatClient
+from chatclient.advisor import BaseAdvisor
+from chatclient.agents import agent_function, human_input, sequence
+from chatclient.errors import ModelHTTPError
+from chatclient.memory import InMemoryChatMemoryRepository, MessageWindowChatMemory
+from chatclient.messages import (
+    AssistantMessage,
+    Reasoning,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    UserMessage,
+)
+from chatclient.models.base import BaseChatModel, ChatResponse, Generation
+from chatclient.prompt import Prompt
+from chatclient.request import ChatClientRequest, ContextKeys
+from chatclient.serving import ag_ui_app
+from chatclient.testing import ScriptedChatModel
+from chatclient.tools import tool
+from tests.support.serving import running
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+def run_input(*messages: dict[str, Any], thread: str = "t1", run: str = "r1", **extra: Any) -> dict[str, Any]:
+    return {"threadId": thread, "runId": run, "messages": list(messages), **extra}
+
+
+def user(text: str, id: str = "u1") -> dict[str, Any]:
+    return {"id": id, "role": "user", "content": text}
+
+
+def events_of(response: httpx.Response) -> list[dict[str, Any]]:
+    """The SSE events of an AG-UI answer, each checked against the ag-ui-protocol event models."""
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    out = []
+    for frame in response.text.split("\n\n"):
+        if frame.strip():
+            assert frame.startswith("data: "), frame
+            event = json.loads(frame[len("data: ") :])
+            EVENTS.validate_python(event)
+            out.append(event)
+    return out
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def post(url: str, body: Any, **kwargs: Any) -> httpx.Response:
+    return httpx.post(url + "/", json=body, timeout=10, **kwargs)
+
+
+# -- text, reasoning, runs -------------------------------------------------------------------------
+
+
+def test_a_text_answer_is_one_message_between_run_started_and_run_finished() -> None:
+    model = ScriptedChatModel([["Hel", "lo"]])
+    with running(ag_ui_app(ChatClient.create(model))) as url:
+        events = events_of(post(url, run_input(user("hi"), thread="th-9", run="run-3")))
+    assert types(events) == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    assert events[0]["threadId"] == "th-9" and events[0]["runId"] == "run-3"
+    message_id = events[1]["messageId"]
+    assert events[1]["role"] == "assistant"
+    assert all(e["messageId"] == message_id for e in events[1:5])
+    assert "".join(e["delta"] for e in events[2:4]) == "Hello"
+    finished = events[-1]
+    assert finished["outcome"] == {"type": "success"}
+    assert finished["threadId"] == "th-9" and finished["runId"] == "run-3"
+    assert finished["usage"][0]["totalTokens"] > 0
+    assert model.last_prompt.messages == (UserMessage("hi"),)
+
+
+def test_the_whole_conversation_is_sent_without_memory() -> None:
+    model = ScriptedChatModel(["fine"])
+    body = run_input(
+        {"id": "s", "role": "system", "content": "Be brief."},
+        user("first", "u1"),
+        {"id": "a1", "role": "assistant", "content": "ok"},
+        {"id": "u2", "role": "user", "content": [{"type": "text", "text": "second"}]},
+        {"id": "x", "role": "reasoning", "content": "skipped"},
+    )
+    with running(ag_ui_app(ChatClient.create(model))) as url:
+        events_of(post(url, body))
+    sent = model.last_prompt.messages
+    assert [type(m) for m in sent] == [SystemMessage, UserMessage, AssistantMessage, UserMessage]
+    assert sent[0].text == "Be brief." and sent[-1].text == "second"
+
+
+def test_reasoning_is_a_reasoning_message_before_the_text() -> None:
+    model = ScriptedChatModel([AssistantMessage("42", reasoning=(Reasoning("adding up"),))])
+    with running(ag_ui_app(ChatClient.create(model))) as url:
+        events = events_of(post(url, run_input(user("sum?"))))
+    assert types(events) == [
+        "RUN_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    assert events[3]["delta"] == "adding up" and events[7]["delta"] == "42"
+
+
+def test_memory_takes_the_history_by_thread_id() -> None:
+    model = ScriptedChatModel(["one", "two"])
+    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
+    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+    with running(ag_ui_app(client)) as url:
+        events_of(post(url, run_input(user("first"), thread="conv-1")))
+        # AG-UI clients resend the whole conversation; memory already has it, so only the newest question goes.
+        history = [user("first"), {"id": "a", "role": "assistant", "content": "one"}, user("second", "u2")]
+        events_of(post(url, run_input(*history, thread="conv-1", run="r2")))
+    assert [m.text for m in model.last_prompt.messages] == ["first", "one", "second"]
+    assert [m.text for m in memory.get("conv-1")] == ["first", "one", "second", "two"]
+
+
+# -- tools -----------------------------------------------------------------------------------------
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+def test_server_tools_run_here_with_call_and_result_events() -> None:
+    call = ToolCall("call-7", "weather", '{"city": "Oslo"}')
+    model = ScriptedChatModel([AssistantMessage(None, (call,)), ["It is ", "sunny."]])
+    client = ChatClient.builder(model).default_tools(weather).build()
+    with running(ag_ui_app(client)) as url:
+        events = events_of(post(url, run_input(user("weather?"))))
+    assert types(events) == [
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    start, args, _, result = events[1:5]
+    assert start["toolCallId"] == "call-7" and start["toolCallName"] == "weather"
+    assert json.loads(args["delta"]) == {"city": "Oslo"}
+    assert result["toolCallId"] == "call-7" and "sunny in Oslo" in result["content"]
+    assert events[-1]["outcome"] == {"type": "success"}  # nothing left for the caller
+
+
+def test_caller_tools_end_the_run_and_their_results_come_back() -> None:
+    call = ToolCall("c1", "pick_color", '{"hint": "warm"}')
+    model = ScriptedChatModel([AssistantMessage("Let me ask.", (call,)), "Red it is."])
+    tools = [{"name": "pick_color", "description": "Ask the user for a color", "parameters": {"type": "object"}}]
+    with running(ag_ui_app(ChatClient.create(model))) as url:
+        first = events_of(post(url, run_input(user("paint it"), tools=tools)))
+        assert types(first) == [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "RUN_FINISHED",
+        ]
+        assert first[4]["toolCallName"] == "pick_color" and first[4]["parentMessageId"] == first[1]["messageId"]
+        assert first[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["c1"]}
+        assert model.remaining == 1  # the caller's tool did not run here
+        follow_up = run_input(
+            user("paint it"),
+            {
+                "id": "a1",
+                "role": "assistant",
+                "content": "Let me ask.",
+                "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "pick_color", "arguments": "{}"}}],
+            },
+            {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "red"},
+            run="r2",
+            tools=tools,
+        )
+        second = events_of(post(url, follow_up))
+    assert second[-1]["outcome"] == {"type": "success"}
+    results = [m for m in model.last_prompt.messages if isinstance(m, ToolResponseMessage)]
+    assert [(r.id, r.name, r.response_data) for r in results[0].responses] == [("c1", "pick_color", "red")]
+
+
+# -- agents ----------------------------------------------------------------------------------------
+
+
+@agent_function(output_key="greeting")
+def greet(name: str) -> str:
+    return f"Hello {name}!"
+
+
+def test_an_agent_run_has_steps_and_a_state_snapshot() -> None:
+    with running(ag_ui_app(greet)) as url:
+        events = events_of(post(url, run_input(user("Ann"))))
+    assert types(events) == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "STATE_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
+    assert events[1]["stepName"] == events[2]["stepName"] == "greet"
+    assert events[4]["delta"] == "Hello Ann!"  # the agent streamed no text: its output is the answer
+    assert events[6]["snapshot"] == {"name": "Ann", "greeting": "Hello Ann!"}
+
+
+def test_human_input_interrupts_the_run_and_the_resume_entry_continues_it() -> None:
+    flow = sequence(human_input(question="What is your name?", output_key="name"), greet, output_key="greeting")
+    with running(ag_ui_app(flow)) as url:
+        first = events_of(post(url, run_input(user("start"), thread="hitl", forwardedProps={"inputs": {}})))
+        finished = first[-1]
+        assert finished["type"] == "RUN_FINISHED"
+        (interrupt,) = finished["outcome"]["interrupts"]
+        assert finished["outcome"]["type"] == "interrupt"
+        assert interrupt["reason"] == "human_input" and interrupt["message"] == "What is your name?"
+        assert "STATE_SNAPSHOT" in types(first) and "TEXT_MESSAGE_START" not in types(first)
+
+        wrong = post(url, run_input(thread="hitl", run="r2", resume=[{"interruptId": "nope", "status": "resolved"}]))
+        assert wrong.status_code == 400 and wrong.json()["code"] == "unknown_interrupt"
+
+        resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": "Ann"}]
+        second = events_of(post(url, run_input(thread="hitl", run="r3", resume=resume)))
+        replayed = post(url, run_input(thread="hitl", run="r4", resume=resume))
+    assert replayed.status_code == 400 and replayed.json()["code"] == "unknown_interrupt"  # answered once only
+    assert second[-1]["outcome"] == {"type": "success"}
+    steps = [e["stepName"] for e in second if e["type"] == "STEP_STARTED"]
+    assert "greet" in steps
+    snapshot = next(e for e in second if e["type"] == "STATE_SNAPSHOT")["snapshot"]
+    assert snapshot["greeting"] == "Hello Ann!"
+
+
+def test_a_cancelled_interrupt_starts_the_thread_afresh() -> None:
+    flow = sequence(human_input(question="Name?", output_key="name"), greet, output_key="greeting")
+    with running(ag_ui_app(flow)) as url:
+        first = events_of(post(url, run_input(user("start"), thread="c", forwardedProps={"inputs": {}})))
+        interrupt_id = first[-1]["outcome"]["interrupts"][0]["id"]
+        cancel = [{"interruptId": interrupt_id, "status": "cancelled"}]
+        again = events_of(
+            post(url, run_input(user("start"), thread="c", run="r2", resume=cancel, forwardedProps={"inputs": {}}))
+        )
+    # a new run: it asks again instead of taking "start" as the name
+    assert again[-1]["outcome"]["type"] == "interrupt"
+    assert not any(e["type"] == "STEP_STARTED" and e["stepName"] == "greet" for e in again)
+
+
+def test_named_targets_are_picked_by_path() -> None:
+    app = ag_ui_app({"a": ChatClient.create(ScriptedChatModel(["from a"])), "b": greet})
+    with running(app) as url:
+        a = events_of(httpx.post(url + "/a", json=run_input(user("x")), timeout=10))
+        b = events_of(httpx.post(url + "/b", json=run_input(user("Bo")), timeout=10))
+        missing = httpx.post(url + "/zzz", json=run_input(user("x")), timeout=10)
+    assert [e["delta"] for e in a if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["from a"]
+    assert [e["delta"] for e in b if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["Hello Bo!"]
+    assert missing.status_code == 404 and missing.json()["type"] == "RUN_ERROR"
+
+
+# -- faults ----------------------------------------------------------------------------------------
+
+
+class FailsAfterFirstChunk(BaseChatModel):
+    secret = "sk-live-1234567890abcdef"
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        raise ModelHTTPError(f"upstream said: bad key {self.secret}", status=500, body=self.secret)
+
+    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        yield ChatResponse((Generation(AssistantMessage("partial")),))
+        raise ModelHTTPError(f"upstream said: bad key {self.secret}", status=500, body=self.secret)
+
+
+def test_a_model_failing_after_the_first_chunk_is_a_run_error_in_the_stream() -> None:
+    with running(ag_ui_app(ChatClient.create(FailsAfterFirstChunk()))) as url:
+        response = post(url, run_input(user("hi")))
+    events = events_of(response)
+    assert types(events)[:3] == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
+    assert events[2]["delta"] == "partial"
+    assert types(events)[-1] == "RUN_ERROR" and "RUN_FINISHED" not in types(events)
+    assert events[-1]["code"] == "upstream_error" and "upstream model failed" in events[-1]["message"]
+    assert FailsAfterFirstChunk.secret not in response.text
+
+
+class SlowAfterFirstChunk(BaseChatModel):
+    def __init__(self) -> None:
+        self.cancelled_at: float | None = None
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        raise NotImplementedError
+
+    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        yield ChatResponse((Generation(AssistantMessage("thinking...")),))
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled_at = time.monotonic()
+            raise
+        yield ChatResponse((Generation(AssistantMessage("never")),))
+
+
+def test_a_disconnect_cancels_the_model_call_and_memory_keeps_the_question() -> None:
+    model = SlowAfterFirstChunk()
+    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
+    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+    with running(ag_ui_app(client)) as url:
+        with (
+            httpx.Client(timeout=10) as http,
+            http.stream("POST", url + "/", json=run_input(user("long?"), thread="gone")) as r,
+        ):
+            seen = ""
+            lines = r.iter_lines()
+            while "thinking" not in seen:
+                seen += next(lines)
+            closed_at = time.monotonic()
+        deadline = time.monotonic() + 5
+        while model.cancelled_at is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert model.cancelled_at is not None, "the model call was not cancelled"
+    assert model.cancelled_at - closed_at < 1.0
+    assert [(type(m), m.text) for m in memory.get("gone")] == [(UserMessage, "long?")]
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"{not json", "invalid_json"),
+        (b"[1, 2]", "invalid_request"),
+        (json.dumps({"threadId": "t", "messages": []}).encode(), "invalid_request"),  # no runId
+        (json.dumps(run_input()).encode(), "invalid_messages"),  # nothing to answer
+        (json.dumps(run_input({"id": "x", "role": "wizard", "content": "?"})).encode(), "invalid_request"),
+        (json.dumps(run_input(user("x"), thread="")).encode(), "invalid_threadId"),
+        (
+            json.dumps(run_input({"id": "t", "role": "tool", "toolCallId": "nobody", "content": "r"})).encode(),
+            "invalid_messages",
+        ),
+        (json.dumps(run_input(user("x"), tools=[{"name": "bad name!", "description": ""}])).encode(), "invalid_tools"),
+        (b"[" * 100 + b"]" * 100, "invalid_json"),
+    ],
+)
+def test_malformed_bodies_are_a_400_run_error(body: bytes, code: str) -> None:
+    with running(ag_ui_app(ChatClient.create(ScriptedChatModel(["unused"])))) as url:
+        response = httpx.post(url + "/", content=body, headers={"content-type": "application/json"}, timeout=10)
+    assert response.status_code == 400
+    assert response.json()["type"] == "RUN_ERROR" and response.json()["code"] == code
+    EVENTS.validate_python(response.json())
+
+
+def test_bodies_over_the_cap_are_a_413() -> None:
+    with running(ag_ui_app(ChatClient.create(ScriptedChatModel(["x"])), max_body_bytes=2_000)) as url:
+        response = post(url, run_input(user("x" * 5_000)))
+    assert response.status_code == 413 and response.json()["code"] == "request_too_large"
+
+
+def test_foreign_host_and_origin_are_refused() -> None:
+    with running(ag_ui_app(ChatClient.create(ScriptedChatModel(["x", "y"])))) as url:
+        host = post(url, run_input(user("x")), headers={"host": "evil.example"})
+        origin = post(url, run_input(user("x")), headers={"origin": "https://evil.example"})
+        fine = post(url, run_input(user("x")), headers={"origin": "http://localhost:3000"})
+    assert host.status_code == 421 and host.json()["type"] == "RUN_ERROR"
+    assert origin.status_code == 403 and origin.json()["type"] == "RUN_ERROR"
+    assert fine.status_code == 200
+
+
+class PrincipalRecorder(BaseAdvisor):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def before(self, request: ChatClientRequest, chain: Any) -> ChatClientRequest:
+        self.seen.append(request.context.get(ContextKeys.PRINCIPAL))
+        return request
+
+
+def test_auth_gives_401_and_the_principal_reaches_advisors_and_budgets() -> None:
+    recorder = PrincipalRecorder()
+    budget = Budget(max_tokens=1, period="day", key=lambda request: str(request.context[ContextKeys.PRINCIPAL]))
+    model = ScriptedChatModel(["first answer", "never"])
+    client = ChatClient.builder(model).default_advisors(recorder, BudgetAdvisor(budget=budget)).build()
+
+    def auth(request: Any) -> str | None:
+        return {"Bearer ann-token": "ann"}.get(request.headers.get("authorization", ""))
+
+    with running(ag_ui_app(client, auth=auth)) as url:
+        refused = post(url, run_input(user("x")))
+        ok = events_of(post(url, run_input(user("x")), headers={"authorization": "Bearer ann-token"}))
+        over = events_of(post(url, run_input(user("y"), run="r2"), headers={"authorization": "Bearer ann-token"}))
+    assert refused.status_code == 401 and refused.json()["type"] == "RUN_ERROR"
+    assert refused.headers["www-authenticate"] == "Bearer"
+    assert types(ok)[-1] == "RUN_FINISHED" and recorder.seen[0] == "ann"
+    assert types(over) == ["RUN_STARTED", "RUN_ERROR"] and over[-1]["code"] == "budget_exceeded"
