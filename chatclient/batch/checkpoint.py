@@ -209,6 +209,16 @@ class Checkpoint:
         finally:
             reader.close()
 
+    @staticmethod
+    def saved(path: str | Path) -> int:
+        """How many items the checkpoint file at ``path`` holds (0 when it cannot be read)."""
+        try:
+            with sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True) as reader:
+                row = reader.execute("SELECT count(*) FROM items").fetchone()
+        except sqlite3.Error:
+            return 0
+        return int(row[0])
+
     def count(self) -> int:
         """How many items are finished."""
         with self._lock:

@@ -286,6 +286,20 @@ def _interrupted_line(ckpt: Checkpoint | None, seen: int, total: int | None, in_
     )
 
 
+def _async_interrupted_line(checkpoint: str | Path | Checkpoint | None, total: int | None) -> str:
+    """The Ctrl-C line of an ``async def`` run under ``run_many`` (the checkpoint is closed by then)."""
+    if checkpoint is None:
+        return "run_many interrupted; nothing was saved (pass checkpoint='run.sqlite' to make a run resumable)"
+    from .checkpoint import Checkpoint
+
+    path = checkpoint.path if isinstance(checkpoint, Checkpoint) else Path(checkpoint)
+    of = f" of {total}" if total is not None else ""
+    return (
+        f"run_many interrupted: {Checkpoint.saved(path)}{of} items are saved in checkpoint {str(path)!r}. "
+        "Run the same call again to resume: saved items are not called again."
+    )
+
+
 def _ready(slot: ItemResult[Any] | Future[ItemResult[Any]]) -> bool:
     return isinstance(slot, ItemResult) or slot.done()
 
@@ -377,17 +391,21 @@ def run_many(
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(
-                arun_many(
-                    fn,
-                    items,
-                    concurrency=concurrency,
-                    progress=progress,
-                    checkpoint=checkpoint,
-                    prices=prices,
-                    desc=desc,
+            try:
+                return asyncio.run(
+                    arun_many(
+                        fn,
+                        items,
+                        concurrency=concurrency,
+                        progress=progress,
+                        checkpoint=checkpoint,
+                        prices=prices,
+                        desc=desc,
+                    )
                 )
-            )
+            except KeyboardInterrupt as exc:  # asyncio.run cancelled the run, then re-raised Ctrl-C
+                report_interrupt(_async_interrupted_line(checkpoint, _total(items)), exc)
+                raise
         raise TypeError("run_many was called inside a running event loop: use `await arun_many(...)` there")
     return RunResults(
         iter_many(

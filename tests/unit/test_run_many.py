@@ -386,3 +386,21 @@ def test_results_pickled_under_the_old_package_path_still_load() -> None:
     )
     # the package face only hands names on
     assert all(getattr(face, name) is not None for name in face.__all__)
+
+
+def test_ctrl_c_in_an_async_run_says_what_is_saved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import _thread
+
+    path = tmp_path / "async.sqlite"
+
+    async def work(x: int) -> int:
+        if x == 3:
+            _thread.interrupt_main()  # what Ctrl-C does: asyncio.run cancels the run and re-raises it
+            await asyncio.sleep(5)
+        return x
+
+    with pytest.raises(KeyboardInterrupt):
+        run_many(work, range(6), concurrency=1, progress=False, checkpoint=path)
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "interrupted" in x]
+    assert line.startswith(f"run_many interrupted: 3 of 6 items are saved in checkpoint {str(path)!r}")
+    assert Checkpoint.saved(path) == 3 and Checkpoint.saved(tmp_path / "none.sqlite") == 0
