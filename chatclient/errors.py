@@ -70,6 +70,16 @@ class VectorStoreError(ChatClientError):
         self.store = store
 
 
+class WebSearchError(ChatClientError):
+    """A web search engine could not be reached or answered something unusable (an HTTP error, a
+    body that is not the expected JSON, an answer over the size cap); ``status`` is the HTTP status
+    when there was one. The message never contains the engine's API key."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ChatMemoryError(ChatClientError):
     """A chat memory store (PostgreSQL, Redis, SQLite) failed: it is down or unreachable, refused the
     credentials, timed out, or the database is locked or not writable. ``store`` names the store
@@ -576,4 +586,5 @@ __all__ = [
     "UnknownToolError",
     "UnsupportedFeatureError",
     "VectorStoreError",
+    "WebSearchError",
 ]

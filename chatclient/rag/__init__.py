@@ -19,10 +19,15 @@ if TYPE_CHECKING:
     from chatclient.rag.augmenters import ContextualQueryAugmenter as ContextualQueryAugmenter
     from chatclient.rag.augmenters import QueryAugmenter as QueryAugmenter
     from chatclient.rag.bm25 import BM25DocumentRetriever as BM25DocumentRetriever
+    from chatclient.rag.classification import EmbeddingModelTextClassifier as EmbeddingModelTextClassifier
+    from chatclient.rag.classification import ScoredLabel as ScoredLabel
     from chatclient.rag.documents import Document as Document
     from chatclient.rag.embedding import BaseEmbeddingModel as BaseEmbeddingModel
     from chatclient.rag.embedding import EmbeddingModel as EmbeddingModel
     from chatclient.rag.embedding import HashingEmbeddingModel as HashingEmbeddingModel
+    from chatclient.rag.enrichers import KeywordMetadataEnricher as KeywordMetadataEnricher
+    from chatclient.rag.enrichers import SummaryMetadataEnricher as SummaryMetadataEnricher
+    from chatclient.rag.enrichers import SummaryType as SummaryType
     from chatclient.rag.etl import DirectoryReader as DirectoryReader
     from chatclient.rag.etl import DocumentPipeline as DocumentPipeline
     from chatclient.rag.etl import DocumentReader as DocumentReader
@@ -63,6 +68,12 @@ if TYPE_CHECKING:
     from chatclient.rag.transformers import QueryTransformer as QueryTransformer
     from chatclient.rag.transformers import RewriteQueryTransformer as RewriteQueryTransformer
     from chatclient.rag.transformers import TranslationQueryTransformer as TranslationQueryTransformer
+    from chatclient.rag.web_search import SearxngWebSearchEngine as SearxngWebSearchEngine
+    from chatclient.rag.web_search import TavilyWebSearchEngine as TavilyWebSearchEngine
+    from chatclient.rag.web_search import WebSearchContentRetriever as WebSearchContentRetriever
+    from chatclient.rag.web_search import WebSearchEngine as WebSearchEngine
+    from chatclient.rag.web_search import WebSearchRequest as WebSearchRequest
+    from chatclient.rag.web_search import WebSearchResult as WebSearchResult
 
 _WHERE = {
     "Document": "chatclient.rag.documents",
@@ -112,6 +123,17 @@ _WHERE = {
     "LlmReranker": "chatclient.rag.rerank",
     "QueryRouter": "chatclient.rag.routing",
     "Route": "chatclient.rag.routing",
+    "WebSearchContentRetriever": "chatclient.rag.web_search",
+    "WebSearchEngine": "chatclient.rag.web_search",
+    "WebSearchRequest": "chatclient.rag.web_search",
+    "WebSearchResult": "chatclient.rag.web_search",
+    "SearxngWebSearchEngine": "chatclient.rag.web_search",
+    "TavilyWebSearchEngine": "chatclient.rag.web_search",
+    "KeywordMetadataEnricher": "chatclient.rag.enrichers",
+    "SummaryMetadataEnricher": "chatclient.rag.enrichers",
+    "SummaryType": "chatclient.rag.enrichers",
+    "EmbeddingModelTextClassifier": "chatclient.rag.classification",
+    "ScoredLabel": "chatclient.rag.classification",
 }
 
 __all__ = sorted(_WHERE)
