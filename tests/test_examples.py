@@ -247,7 +247,16 @@ def check_bulk_extract(out: str) -> None:
     assert "another function on the same checkpoint: BatchError" in out
 
 
+def check_transcribe_extract(out: str) -> None:
+    assert "transcript: Hi, this is Dana Whitfield. My order A-10432 arrived" in out
+    # The stand-in server read a real multipart upload: the fields and the WAV file.
+    assert "uploaded: model=gpt-4o-mini-transcribe, response_format=json, language=en," in out
+    assert re.search(r"file=audio/(x-)?wav, 32044 bytes", out)
+    assert "ticket: customer='Dana Whitfield' order_id='A-10432' issue='screen cracked on arrival' wants_refund=True" in out
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
+    "transcribe_extract.py": check_transcribe_extract,
     "bulk_extract.py": check_bulk_extract,
     "agents_a2a.py": check_agents_a2a,
     "agents_workflow.py": check_agents_workflow,
