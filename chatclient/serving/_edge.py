@@ -675,6 +675,8 @@ def _newest_user_text(messages: Sequence[Message]) -> str:
 
 def _agent_inputs(agent: Any, text: str) -> dict[str, Any]:
     names = agent.input_names()
+    if not names:
+        return {}  # an agent that reads nothing (a human_input step first): the text is not an input
     if len(names) == 1:
         return {names[0]: text}
     for name in ("message", "question", "input", "prompt", "request", "topic"):

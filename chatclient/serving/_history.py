@@ -29,21 +29,19 @@ def checked_id(value: Any, what: str) -> str:
 def conversation(raw: Sequence[dict[str, Any]], *, memory: bool) -> tuple[Any, ...]:
     """The chatclient messages of OpenAI-shaped ``raw`` messages (``EdgeError`` 400 when malformed).
 
-    With ``memory`` (the target keeps the conversation) only the system text and the messages from
-    the newest user message on are sent: the question, and the caller's tool results that answer
-    the calls returned at the end of the previous run.
+    With ``memory`` (the target keeps the conversation) only the system text and the newest user
+    message are sent — or the tool results ending the conversation, which answer the caller's tool
+    calls memory kept from the previous run (``openai_compat``'s rule).
     """
-    from chatclient.messages import SystemMessage, UserMessage
-    from chatclient.serving.openai_compat import _messages
+    from chatclient.messages import ToolResponseMessage, UserMessage
+    from chatclient.serving.openai_compat import _messages, _newest_turn
 
     messages = _messages(list(raw))
     if not memory:
         return tuple(messages)
-    head = [messages[0]] if isinstance(messages[0], SystemMessage) else []
-    for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], UserMessage):
-            return (*head, *messages[index:])
-    raise EdgeError(400, "The conversation needs a user message.", code="invalid_messages")
+    if not any(isinstance(m, (UserMessage, ToolResponseMessage)) for m in messages):
+        raise EdgeError(400, "The conversation needs a user message.", code="invalid_messages")
+    return tuple(_newest_turn(messages))
 
 
 def answer_text(value: Any) -> str:
