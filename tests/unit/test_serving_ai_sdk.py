@@ -143,7 +143,7 @@ def test_ui_message_history_becomes_the_conversation() -> None:
     )
     with running(ai_sdk_app(ChatClient.create(model))) as url:
         chunks_of(post(url, history))
-    sent = model.last_prompt.messages
+    sent: Any = model.last_prompt.messages
     assert [type(m) for m in sent] == [
         SystemMessage,
         UserMessage,
