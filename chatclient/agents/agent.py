@@ -22,6 +22,7 @@ from chatclient.agents.base import Agent, RunCancelled, Step, check_key, check_n
 from chatclient.agents.scope import AgenticScope, auto_register
 from chatclient.errors import AgentInputError
 from chatclient.events import Finished, ReasoningDelta, TextDelta, UsageUpdate
+from chatclient.models.base import ChatResponse
 
 if TYPE_CHECKING:
     from chatclient.client import ChatClient, ChatClientRequestSpec
@@ -71,7 +72,8 @@ class _Template:
         parts = self.parts
         if parts is None:
             return str(_renderer().render(self.text, dict(scope.state)))
-        text = "".join([str(scope.read(piece)) if is_var else piece for is_var, piece in parts])
+        state = scope._state
+        text = "".join([str(state.get(piece)) if is_var else piece for is_var, piece in parts])
         if len(text) > 1_000_000 and len(text) > (limit := _renderer().max_output_chars):
             from chatclient.errors import TemplateError
 
@@ -133,7 +135,8 @@ class LlmAgent(Agent):
         return self._inputs
 
     def _missing(self, scope: AgenticScope) -> list[str]:
-        return [k for k in self._inputs if not scope.has(k)]
+        state = scope._state
+        return [k for k in self._inputs if k not in state]
 
     def _spec(self, step: Step) -> ChatClientRequestSpec:
         spec = self.client.prompt()
@@ -142,13 +145,13 @@ class LlmAgent(Agent):
         spec.user(self._user.render(step.scope))
         if self.tools:
             spec.tools(*self.tools)
-        advisors = list(self.advisors)
         if self.output_type is not str:
             from advisors.validation import StructuredOutputValidationAdvisor
 
-            advisors.append(StructuredOutputValidationAdvisor(self.output_type, self.max_validation_attempts))
-        if advisors:
-            spec.advisors(*advisors)
+            validation = StructuredOutputValidationAdvisor(self.output_type, self.max_validation_attempts)
+            spec.advisors(*self.advisors, validation)
+        elif self.advisors:
+            spec.advisors(*self.advisors)
         run = step.run
         if run.deadline is not None:
             spec.max_duration(max(run.deadline.remaining(), 1e-3))
@@ -163,7 +166,10 @@ class LlmAgent(Agent):
         return spec
 
     def _usage(self, step: Step, response: Any) -> None:
-        usage = getattr(getattr(response, "metadata", None), "usage", None)
+        try:
+            usage = response.metadata.usage
+        except AttributeError:  # not a ChatResponse (None, or a test double's answer)
+            return
         if usage is not None:
             step.node.usage = usage
 
@@ -176,6 +182,10 @@ class LlmAgent(Agent):
         if step.run.emit is not None and step.tail:
             return self._stream(step, spec)
         cr = spec.call().chat_response()
+        if type(cr) is ChatResponse:  # the usual answer: read directly (this runs once per step)
+            if cr.metadata.usage is not None:
+                step.node.usage = cr.metadata.usage
+            return cr.generations[0].output.text if cr.generations else None
         self._usage(step, cr)
         return _text(cr)
 

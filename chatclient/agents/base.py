@@ -155,6 +155,7 @@ class RunCancelled(BaseException):
 
 
 _PASS_THROUGH = (SuspendRun, DeadlineExceededError, RunClaimedError)
+_now = time.time
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -194,13 +195,17 @@ class Run:
     def journal_get(self, key: str) -> dict[str, Any] | None:
         return self.scope._journal.get(key)
 
-    def journal_put(self, key: str, output: Any, writes: Mapping[str, Any]) -> None:
-        """Record a completed step and, with a store, save the scope (the crash-recovery point)."""
+    def journal_put(self, key: str, output: Any, writes: dict[str, Any]) -> None:
+        """Record a completed step and, with a store, save the scope (the crash-recovery point).
+
+        ``writes`` is kept as it is: callers hand over a dict of their own, not copied per step."""
         root = self.scope
+        if self.store is None:
+            root._journal[key] = {"output": output, "writes": writes}  # one store into a dict: atomic
+            return
         with root._lock:
-            root._journal[key] = {"output": output, "writes": dict(writes)}
-            if self.store is not None:
-                self.store.save(root)
+            root._journal[key] = {"output": output, "writes": writes}
+            self.store.save(root)
 
     def save(self) -> None:
         if self.store is not None:
@@ -231,7 +236,7 @@ def _begin(agent: Agent, run: Run, scope: AgenticScope, parent: InvocationNode |
     if run.cancelled or run.deadline is not None:
         run.check(agent.name)
     inputs = agent._inputs_of(scope)
-    node = InvocationNode(agent.name, inputs, time.time())
+    node = InvocationNode(agent.name, inputs, _now())
     if parent is not None:
         parent.children.append(node)
     else:
@@ -245,7 +250,7 @@ def _begin(agent: Agent, run: Run, scope: AgenticScope, parent: InvocationNode |
 
 
 def _end(agent: Agent, run: Run, node: InvocationNode, output: Any, error: BaseException | None, obs: Any) -> None:
-    node.finished = time.time()
+    node.finished = _now()
     if error is not None:
         if isinstance(error, SuspendRun):
             node.error = f"suspended: {error.question}"
@@ -271,7 +276,8 @@ def _end(agent: Agent, run: Run, node: InvocationNode, output: Any, error: BaseE
 
 def _replayed(agent: Agent, step: Step) -> tuple[bool, Any]:
     """Apply a journalled result of this leaf, if the journal has one."""
-    entry = step.run.journal_get(step.key)
+    journal = step.run.scope._journal
+    entry = journal.get(step.key) if journal else None  # a fresh run's journal is empty: no lookup
     if entry is None:
         return False, None
     for key, value in entry.get("writes", {}).items():
@@ -301,13 +307,15 @@ def execute(
 ) -> Any:
     """Run one agent of the tree (sync): record it, replay it from the journal or invoke it."""
     node = _begin(agent, run, scope, parent)
-    obs = _start_span(agent)
+    obs = _start_span(agent) if observation._observer is not None else None
     step = Step(run, scope, key, path, node, tail)
     output: Any = None
     try:
         if agent._leaf:
-            done, output = _replayed(agent, step)
-            if not done and not _skipped_or_missing(agent, step):
+            done = False
+            if run.scope._journal:  # a fresh run's journal is empty: nothing to replay
+                done, output = _replayed(agent, step)
+            if not done and not (agent._missing(scope) and _skipped_or_missing(agent, step)):
                 writes: dict[str, Any] = {}
                 scope._recording = writes
                 try:
@@ -339,13 +347,15 @@ async def aexecute(
 ) -> Any:
     """Async ``execute``."""
     node = _begin(agent, run, scope, parent)
-    obs = _start_span(agent)
+    obs = _start_span(agent) if observation._observer is not None else None
     step = Step(run, scope, key, path, node, tail)
     output: Any = None
     try:
         if agent._leaf:
-            done, output = _replayed(agent, step)
-            if not done and not _skipped_or_missing(agent, step):
+            done = False
+            if run.scope._journal:
+                done, output = _replayed(agent, step)
+            if not done and not (agent._missing(scope) and _skipped_or_missing(agent, step)):
                 writes: dict[str, Any] = {}
                 scope._recording = writes
                 try:
