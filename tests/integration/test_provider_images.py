@@ -332,3 +332,12 @@ def test_azure_content_filter_is_a_refusal_naming_the_category(server: LoopbackS
     images = AzureOpenAIImageModel("painter", endpoint=server.url, api_key=KEY)
     with images, pytest.raises(RefusalError, match=r"violence \(high\)"):
         images.generate("x")
+
+
+def test_a_404_at_a_root_without_v1_says_where_the_api_lives(server: LoopbackServer) -> None:
+    from chatclient.errors import ModelHTTPError
+
+    server.set_default("/images/generations", Reply(404, json={"error": {"message": "Not Found"}}))
+    images = OpenAIImageModel(api_key=KEY, base_url=server.url)
+    with images, pytest.raises(ModelHTTPError, match=r"serve /v1/images/generations: try base_url='http://127\.0\.0\.1:\d+/v1'"):
+        images.generate("x")

@@ -92,20 +92,32 @@ def _error_body(body: str) -> _ErrorBody:
     return _ErrorBody()
 
 
+_OPENAI_PATHS = (
+    "/chat/completions",
+    "/embeddings",
+    "/completions",
+    "/images/generations",
+    "/images/edits",
+    "/audio/transcriptions",
+    "/audio/speech",
+)
+
+
 def _not_found_hint(url: str | None, detail: str) -> str | None:
     """The likely base_url fix for a 404, judged from the request path."""
     if url is None or "model" in detail.lower():
         return None  # "model not found" is about the model name, not the path
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
-    for suffix in ("/chat/completions", "/embeddings", "/completions", "/api/chat", "/api/embed", "/v1/messages"):
+    for suffix in (*_OPENAI_PATHS, "/api/chat", "/api/embed", "/v1/messages"):
         if path.endswith(suffix):
             base = path[: -len(suffix)]
             break
     else:
         return None
     root = urlunsplit(parts._replace(path=base, query="", fragment=""))
-    if suffix in ("/chat/completions", "/embeddings", "/completions") and not base.endswith("/v1"):
+    # Azure's deployment paths have no /v1: only an OpenAI-style root is told to add it.
+    if suffix in _OPENAI_PATHS and not base.endswith("/v1") and "/openai/deployments/" not in base:
         return f"OpenAI-compatible servers serve /v1{suffix}: try base_url='{root}/v1'"
     if suffix in ("/api/chat", "/api/embed", "/v1/messages") and base.endswith("/v1"):
         fix = "Ollama's native API lives at /api/..." if suffix.startswith("/api") else "the path already has /v1"
