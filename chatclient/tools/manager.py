@@ -242,7 +242,15 @@ class ToolCallingManager:
         self, plan: _Plan, outcomes: Sequence[tuple[ToolResponse, float]]
     ) -> tuple[str, list[tuple[int, Compensator, ToolCallback, ToolExecution]]] | None:
         """The failed tool's name and the successful calls to undo, last call first (None: nothing to undo)."""
-        failed = next((r.name for r, _ in outcomes if r.is_error), None)
+        # A call a person denied did not fail: it never ran, and the approved calls stand.
+        failed = next(
+            (
+                r.name
+                for (call, _), (r, _) in zip(plan.calls, outcomes, strict=True)
+                if r.is_error and _denial(call) is None
+            ),
+            None,
+        )
         if failed is None:
             return None
         todo = []
@@ -253,18 +261,21 @@ class ToolCallingManager:
                 todo.append((i, compensator, cb, record))
         return (failed, todo[::-1]) if todo else None
 
-    def _binder(self, cb: ToolCallback, call: ToolCall, plan: _Plan) -> Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]:
+    def _binder(
+        self, cb: ToolCallback, call: ToolCall, plan: _Plan
+    ) -> Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]:
         bind = getattr(cb, "bind_arguments", None)
         if bind is None:
             raise TypeError(f"tool {call.name!r} has an undo function but cannot bind its arguments")
         return lambda: bind(call.arguments, plan.context)  # type: ignore[no-any-return]
 
     @staticmethod
-    def _undone(
-        outcomes: list[tuple[ToolResponse, float]], i: int, call: ToolCall, failed: str
-    ) -> None:
+    def _undone(outcomes: list[tuple[ToolResponse, float]], i: int, call: ToolCall, failed: str) -> None:
         duration = outcomes[i][1]
-        outcomes[i] = (ToolResponse(call.id, call.name, rolled_back_message(call.name, failed), is_error=True), duration)
+        outcomes[i] = (
+            ToolResponse(call.id, call.name, rolled_back_message(call.name, failed), is_error=True),
+            duration,
+        )
 
     def _compensate(
         self, plan: _Plan, outcomes: list[tuple[ToolResponse, float]]

@@ -388,3 +388,12 @@ def test_undo_receives_tool_context_like_the_tool() -> None:
         tools=[reserve_table, reserve],
     )
     assert seen == ["Oslo/acme"]
+
+
+def test_a_denied_call_does_not_undo_the_approved_ones() -> None:
+    bank = Bank()
+    denied = ToolCall("c1", "withdraw", '{"amount": 5}', {"approval": {"decision": "deny", "message": "no"}})
+    message = AssistantMessage(tool_calls=(ToolCall("c0", "credit", '{"amount": 10}'), denied))
+    result = ToolCallingManager().execute(PROMPT, response_for(PROMPT, message), tools=[bank])
+    assert bank.balance == 110 and [e.compensated for e in result.executions] == [False, False]
+    assert result.tool_response_message.responses[1].response_data == "Denied: no"
