@@ -436,3 +436,72 @@ def test_a_postgres_table_written_before_claims_gets_the_claim_columns() -> None
         store.close()
     finally:
         _drop(table)
+
+
+RACER = textwrap.dedent(
+    """
+    import os, sys, time
+    from chatclient.agents import PostgresScopeStore, SqliteScopeStore, agent_function, human_input, sequence
+    from chatclient.errors import RunClaimedError
+
+    kind, where, table, folder, me = sys.argv[1:6]
+    store = SqliteScopeStore(where, table=table) if kind == "sqlite" else PostgresScopeStore(where, table=table)
+
+    @agent_function(output_key="invoice")
+    def prepare(amount: int) -> str:
+        return f"invoice for {amount}"
+
+    @agent_function(output_key="receipt")
+    def pay(invoice: str, approval: str) -> str:
+        with open(os.path.join(folder, "paid.txt"), "a") as f:
+            f.write(me + "\\n")
+        deadline = time.monotonic() + 30  # hold the claim until the other racer was turned away
+        while not any(n.startswith("refused") for n in os.listdir(folder)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "paid"
+
+    wf = sequence(prepare, human_input(question="Pay?", output_key="approval", name="approve"), pay, name="payment")
+    text = open(os.path.join(folder, "scope.json")).read()
+    open(os.path.join(folder, "ready-" + me), "w").close()
+    while not os.path.exists(os.path.join(folder, "go")):
+        time.sleep(0.002)
+    try:
+        print("ok", wf.resume(text, "yes", scope_store=store).output)
+    except RunClaimedError as exc:
+        open(os.path.join(folder, "refused-" + me), "w").close()
+        print("refused", exc.reason)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+def test_two_processes_racing_to_resume_pay_once(spec: Any, tmp_path: Path) -> None:
+    kind, where, table = spec
+    paid: list[str] = []
+    store = open_store(spec)
+    text = payment_workflow(paid).run(amount=8, scope_id="proc-race", scope_store=store).suspended.scope.to_json()  # type: ignore[union-attr]
+    store.close()
+    (tmp_path / "scope.json").write_text(text)
+    (tmp_path / "racer.py").write_text(RACER)
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(tmp_path / "racer.py"), kind, str(where), table, str(tmp_path), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("r1", "r2")
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"ready-{n}").exists() for n in ("r1", "r2")):
+            assert time.monotonic() < deadline, [r.stderr.read() for r in racers if r.poll() is not None]
+            time.sleep(0.01)
+        (tmp_path / "go").touch()  # both start their resume together
+        outputs = sorted(r.communicate(timeout=60)[0].strip() for r in racers)
+    finally:
+        for r in racers:
+            if r.poll() is None:
+                r.kill()
+    assert outputs[0] == "ok paid" and outputs[1] in ("refused running", "refused resumed"), outputs
+    assert len((tmp_path / "paid.txt").read_text().split()) == 1  # one process paid
