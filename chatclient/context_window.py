@@ -33,7 +33,7 @@ from chatclient.errors import ContextWindowExceededError
 from chatclient.memory.window import first_intact_unit, tool_units
 from chatclient.messages import Message, SystemMessage
 from chatclient.request import ChatClientRequest
-from chatclient.tokens import EstimatingTokenCounter, TokenCounter, context_window
+from chatclient.tokens.counters import EstimatingTokenCounter, TokenCounter, context_window
 
 __all__ = ["CONTEXT_WINDOW_ORDER", "ContextWindowAdvisor"]
 

@@ -11,7 +11,7 @@ from chatclient.models.base import ChatResponse
 from chatclient.prompt import Prompt
 
 if TYPE_CHECKING:
-    from chatclient.events import StreamEvent
+    from chatclient.event_types import StreamEvent
     from chatclient.tools.results import ToolExecution
 
 ResponseScreen = Callable[[ChatResponse], "ChatResponse | None"]

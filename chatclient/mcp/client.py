@@ -14,7 +14,6 @@ a call from elsewhere is forwarded to the session's loop.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
@@ -1007,16 +1006,6 @@ def _version() -> str:
         return version("chatclient")
     except Exception:
         return "0"
-
-
-def decode_blob(data: str, limit: int) -> bytes:
-    """Base64 data from a server, refused past ``limit`` decoded bytes (checked before decoding)."""
-    if len(data) * 3 // 4 > limit:
-        raise McpProtocolError(f"an MCP server sent {len(data) * 3 // 4} bytes of binary data, more than {limit}")
-    try:
-        return base64.b64decode(data, validate=False)
-    except (ValueError, TypeError) as exc:
-        raise McpProtocolError(f"an MCP server sent invalid base64 data: {exc}") from exc
 
 
 __all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_TIMEOUT", "McpClient", "ProgressCallback"]

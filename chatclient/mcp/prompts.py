@@ -49,7 +49,7 @@ def _text_of(content: Any) -> str | None:
 
 def to_messages(result: types.GetPromptResult) -> list[Message]:
     """``user`` messages become ``UserMessage`` (images and audio as ``Media``), ``assistant`` ones ``AssistantMessage``."""
-    from chatclient.mcp.client import decode_blob
+    from chatclient.mcp._blobs import decode_blob
 
     messages: list[Message] = []
     for item in result.messages:

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chatclient.mcp._sdk import types
 from chatclient.rag.documents import Document
 
-if TYPE_CHECKING:
-    from chatclient.mcp.client import McpClient
+
+class ResourceSource(Protocol):
+    """What ``McpResourceReader`` needs of a client (``McpClient`` is one): listing and reading resources."""
+
+    def list_resources(self) -> Sequence[Any]: ...
+
+    def read_resource(self, uri: str, /, **values: Any) -> list[Document]: ...
+
+    async def alist_resources(self) -> Sequence[Any]: ...
+
+    async def aread_resource(self, uri: str, /, **values: Any) -> list[Document]: ...
 
 MAX_RESOURCE_CHARS = 5_000_000
 """A text resource longer than this is cut (with a warning): documents feed prompts and embeddings."""
@@ -43,7 +52,7 @@ def to_documents(result: types.ReadResourceResult, *, server: str | None = None)
     other binary contents (images, PDFs) are skipped with a warning, since a document is text.
     Metadata: ``source`` (the content's URI), ``mime_type`` and ``server`` when known.
     """
-    from chatclient.mcp.client import decode_blob
+    from chatclient.mcp._blobs import decode_blob
 
     documents: list[Document] = []
     for content in result.contents:
@@ -76,7 +85,7 @@ class McpResourceReader:
 
     def __init__(
         self,
-        client: McpClient,
+        client: ResourceSource,
         uris: Sequence[str] | None = None,
         *,
         template_values: Mapping[str, Any] | None = None,

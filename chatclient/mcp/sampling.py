@@ -41,7 +41,7 @@ SamplingApproval: TypeAlias = Callable[[SamplingRequest], "bool | Awaitable[bool
 
 
 def _to_message(message: types.SamplingMessage) -> Message:
-    from chatclient.mcp.client import decode_blob
+    from chatclient.mcp._blobs import decode_blob
 
     texts: list[str] = []
     media: list[Media] = []

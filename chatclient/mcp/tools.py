@@ -19,8 +19,9 @@ from typing import Any
 
 from chatclient import jsonsafe
 from chatclient.errors import ToolExecutionError
+from chatclient.mcp._blobs import decode_blob
 from chatclient.mcp._sdk import types
-from chatclient.mcp.client import McpClient, _slug, decode_blob
+from chatclient.mcp.client import McpClient, _slug
 from chatclient.messages import Media
 from chatclient.prompt import ToolDefinition
 from chatclient.tools.callback import ToolArgumentsError, ToolCallback

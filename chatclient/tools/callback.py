@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -13,10 +12,9 @@ from chatclient.errors import ToolExecutionError
 from chatclient.messages import Media
 from chatclient.prompt import ToolDefinition
 from chatclient.tools.context import ToolContext
+from chatclient.tools.names import check_tool_name
 from chatclient.tools.results import ToolResult, ToolResultConverter, default_result_converter
 from chatclient.tools.schema import ArgumentsError, SignatureInput, TypeInput, describe
-
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class ToolArgumentsError(ToolExecutionError):
@@ -71,13 +69,6 @@ class ToolCallback(Protocol):
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         """Default for explicit subclasses: run ``call`` in a worker thread."""
         return await asyncio.to_thread(self.call, arguments, context)
-
-
-def check_tool_name(name: Any) -> str:
-    """Tool names go to provider APIs, which accept 1-64 letters, digits, ``_`` and ``-``."""
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
-    return name
 
 
 def as_tool_context(context: ToolContext | Mapping[str, Any] | None) -> ToolContext:

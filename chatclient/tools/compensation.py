@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from chatclient.tools.callback import check_tool_name
+from chatclient.tools.names import check_tool_name
 from chatclient.tools.results import ToolExecution
 
 log = logging.getLogger(__name__)

@@ -1,26 +1,4 @@
-"""Counting prompt tokens with real tokenizers, and the context windows of known models.
-
-A :class:`TokenCounter` answers ``count(messages, tools=()) -> int``: the tokens the prompt will
-take once the provider has wrapped each message in its chat format. Counters here:
-
-- :class:`TiktokenTokenCounter` — OpenAI's BPE (tiktoken), with OpenAI's published per-message and
-  per-tool overheads;
-- :class:`HuggingFaceTokenCounter` — a ``tokenizer.json`` (Hugging Face ``tokenizers``) and the model's
-  own Jinja chat template (from ``tokenizer_config.json`` beside it, or given);
-- :class:`TemplateTokenCounter` — the same template logic over any ``encode(text) -> ids`` (the
-  embedded llama.cpp model's tokenizer uses it);
-- :class:`EstimatingTokenCounter` — about four characters a token, offline, for when nothing better exists;
-- :func:`message_counter` — adapts a ``chatclient.memory.TokenCounter`` (``count(message)``).
-
-Counters never fetch a tokenizer over the network: they read files you ship, or a package's files.
-Each keeps a bounded per-message cache, so counting a long conversation again as it grows costs
-only the new messages.
-
-``CONTEXT_WINDOWS`` is a dated table of context windows (input + output tokens) by model name;
-:func:`context_window` looks a model up (its ``capabilities.context_window`` first). The advisor
-that fits a prompt under the window is ``ContextWindowAdvisor`` (``chatclient.context_window``, also
-importable from here and from ``advisors``).
-"""
+"""Token counters on real tokenizers and the dated context-window table (the code behind ``chatclient.tokens``)."""
 
 from __future__ import annotations
 
@@ -541,10 +519,3 @@ def _token_text(token: Any) -> str:
         token = token.get("content")
     return token if isinstance(token, str) else ""
 
-
-def __getattr__(name: str) -> Any:
-    if name == "ContextWindowAdvisor":  # lazily: the advisor module imports this one
-        from chatclient.context_window import ContextWindowAdvisor
-
-        return ContextWindowAdvisor
-    raise AttributeError(f"module 'chatclient.tokens' has no attribute {name!r}")
