@@ -53,11 +53,21 @@ class ToolProviderRequest:
         return value if isinstance(value, str) else None
 
 
+_PARAMETERS: dict[Any, frozenset[str]] = {}  # function -> parameter names (inspect.signature costs ~15 us)
+_MAX_CACHED = 1024
+
+
 def _accepts(method: Any, name: str) -> bool:
-    try:
-        return name in inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
+    function = getattr(method, "__func__", method)  # a bound method's function is one object per class
+    names = _PARAMETERS.get(function)
+    if names is None:
+        try:
+            names = frozenset(inspect.signature(method).parameters)
+        except (TypeError, ValueError):
+            names = frozenset()
+        if len(_PARAMETERS) < _MAX_CACHED:
+            _PARAMETERS[function] = names
+    return name in names
 
 
 def is_request_aware(provider: ToolCallbackProvider) -> bool:
