@@ -176,7 +176,7 @@ def _turn(run_input: Any, target: Any, interrupts: OrderedDict[str, str], edge: 
     """The ``ChatTurn`` of one run: resume answers first, then the conversation, tools and inputs."""
     from chatclient.messages import UserMessage
     from chatclient.prompt import ToolDefinition
-    from chatclient.tools.callback import check_tool_name
+    from chatclient.tools.names import check_tool_name
 
     thread = run_input.thread_id
     tools = []
