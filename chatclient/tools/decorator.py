@@ -14,11 +14,11 @@ from chatclient.tools.callback import (
     ToolCallback,
     ToolCallbackProvider,
     check_timeout,
-    check_tool_name,
     is_tool_callback,
     is_tool_callback_provider,
 )
 from chatclient.tools.compensation import compensated_tool
+from chatclient.tools.names import check_tool_name
 from chatclient.tools.providers import ToolProviderRequest, is_request_aware, provider_callbacks
 from chatclient.tools.results import ToolResultConverter
 from chatclient.tools.schema import SignatureInput
