@@ -228,12 +228,14 @@ class DocumentPipeline:
             postfix=f"{skipped} {where}" if skipped else None,
         )
         written = [0]
+        count_lock = threading.Lock()
 
         def work(batch: list[Document]) -> int:
             write(batch)
             if checkpoint is not None:
                 checkpoint.record([d.id for d in batch])
-            written[0] += len(batch)
+            with count_lock:  # batches finish on several threads
+                written[0] += len(batch)
             return len(batch)
 
         try:
