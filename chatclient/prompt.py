@@ -77,6 +77,10 @@ class Prompt:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Prompt is immutable; use copy(...)")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through __init__: the default slot-by-slot restore would hit the immutability guard.
+        return (_rebuild_prompt, (self.messages, self.options, self.tools))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Prompt):
             return NotImplemented
@@ -175,3 +179,9 @@ def _as_fn(text_or_fn: Any, cls: type) -> Callable[[Any], Any]:
         return SystemMessage(text, metadata=m.metadata)
 
     return replace_text
+
+
+def _rebuild_prompt(
+    messages: tuple[Message, ...], options: ChatOptions | None, tools: tuple[ToolDefinition, ...]
+) -> Prompt:
+    return Prompt(messages, options, tools=tools)

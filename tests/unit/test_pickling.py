@@ -195,3 +195,24 @@ def test_server_backed_memories_travel_as_their_address() -> None:
     assert roundtrip(pg) == pg and roundtrip(pg).table == "t1"
     request = SearchRequest("capital", top_k=2, filter_expression="lang == 'en'")
     assert roundtrip(request) == request
+
+
+def test_a_prompt_and_a_used_scripted_model_pickle() -> None:
+    import pickle
+
+    from chatclient import ChatClient
+    from chatclient.messages import SystemMessage, UserMessage
+    from chatclient.options import ChatOptions
+    from chatclient.prompt import Prompt, ToolDefinition
+    from chatclient.testing import ScriptedChatModel
+
+    prompt = Prompt(
+        [SystemMessage("terse"), UserMessage("hi")],
+        ChatOptions(temperature=0.0),
+        tools=[ToolDefinition("t", "a tool", {"type": "object", "properties": {}})],
+    )
+    assert pickle.loads(pickle.dumps(prompt)) == prompt
+    model = ScriptedChatModel(["a", "b"])
+    assert ChatClient.create(model).prompt("x").call().content() == "a"
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.prompts[0].user_message.text == "x"
