@@ -137,13 +137,13 @@ def parse(body: EncodedBody) -> list[tuple[str, str | None, bytes]]:
     return out
 
 
-def test_multipart_bodies_parse_back_and_are_deterministic() -> None:
+def test_multipart_bodies_parse_back() -> None:
     data = png() + b"\r\n--not-a-boundary\r\n"
     fields = {"prompt": 'say "hi"\nplease', "tags[]": ["a", "b"]}
     body = multipart_body(fields, [FilePart("image", "a.png", "image/png", data)])
-    assert body == multipart_body(fields, [FilePart("image", "a.png", "image/png", data)])
-    assert body != multipart_body(fields, [FilePart("image", "a.png", "image/png", data + b"!")])
-    assert parse(body) == [
+    again = multipart_body(fields, [FilePart("image", "a.png", "image/png", data)])
+    assert body.content_type != again.content_type  # a fresh random boundary each time
+    assert parse(body) == parse(again) == [
         ("prompt", None, b'say "hi"\nplease'),
         ("tags[]", None, b"a"),
         ("tags[]", None, b"b"),
