@@ -291,6 +291,11 @@ class BatchJob:
             raise ValueError("sizes= needs one item count per provider job id")
         self._infos: dict[str, dict[str, Any]] = {}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a job pickled before item counts were kept has none: the provider's counts stand in
+        state.setdefault("sizes", [None] * len(state.get("parts", ())))
+        self.__dict__.update(state)
+
     @property
     def id(self) -> str:
         """The job id to keep (``attach(id)`` takes it back): each provider job id with its item count

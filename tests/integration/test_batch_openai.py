@@ -263,3 +263,13 @@ def test_ctrl_c_in_wait_says_how_to_resume(server: LoopbackServer, capsys: pytes
     timer.join()
     (line,) = [x for x in capsys.readouterr().err.splitlines() if "interrupted" in x]
     assert f"job {job.id!r} keeps running" in line and f"attach({job.id!r}).wait()" in line
+
+
+def test_a_job_pickled_before_item_counts_still_loads(server: LoopbackServer) -> None:
+    FakeOpenAIBatches(server)
+    job = OpenAIBatch(model(server)).submit([client(server).prompt("a")])
+    old = pickle.loads(pickle.dumps(job))
+    del old.__dict__["sizes"]  # what an older BatchJob held
+    again = pickle.loads(pickle.dumps(old))
+    assert again.sizes == [None] and again.id == job.parts[0]
+    assert [r.ok for r in again.wait(poll_interval=0.01, progress=False).results()] == [True]
