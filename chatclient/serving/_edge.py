@@ -437,14 +437,39 @@ class Edge:
 
         ``stream=False`` (for answers sent whole) calls a ChatClient's model without streaming: the
         events then come at the end, without ``TextDelta``s (``Finished`` carries the answer).
+        Everything, a turn the target refuses included (an ``EdgeError`` 400), is raised while
+        iterating; ``start_events`` raises those before returning, to answer them with an HTTP status.
         """
-        if _is_agent(target):
-            return self._agent_events(target, turn)
-        return self._client_events(target, turn, principal, stream)
+        return self._lazily(target, turn, principal, stream)
 
-    async def _client_events(
-        self, client: ChatClient, turn: ChatTurn, principal: Any, stream: bool
+    async def _lazily(self, target: Any, turn: ChatTurn, principal: Any, stream: bool) -> AsyncIterator[StreamEvent]:
+        events = self.start_events(target, turn, principal=principal, stream=stream)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    def start_events(
+        self, target: Any, turn: ChatTurn, *, principal: Any = None, stream: bool = True
     ) -> AsyncIterator[StreamEvent]:
+        """``run_events``, with the turn checked and the run set up first: a turn the target cannot
+        take raises ``EdgeError`` (400) here, before anything is sent."""
+        if _is_agent(target):
+            return self._agent_events(target, self._agent_run(target, turn), turn)
+        spec, conversation_id = self._client_spec(target, turn, principal)
+        try:
+            runner = spec.astream() if stream else spec.acall()
+        except ValueError as exc:
+            # The one request-building error a caller causes: a tool of theirs named like a server tool.
+            if turn.caller_tools and str(exc).startswith("duplicate tool name"):
+                raise EdgeError(
+                    400, "A tool in the request has the name of a tool of the server: rename it.", code="invalid_tools"
+                ) from None
+            raise
+        return self._client_events(target, runner, turn, conversation_id)
+
+    def _client_spec(self, client: ChatClient, turn: ChatTurn, principal: Any) -> tuple[Any, str]:
         from chatclient.messages import SystemMessage
 
         spec = client.prompt()
@@ -465,15 +490,20 @@ class Edge:
             spec.advisors(_return_caller_tools(frozenset(d.name for d in turn.caller_tools)))
         if self.max_duration is not None:
             spec.max_duration(self.max_duration)
+        return spec, conversation_id
+
+    async def _client_events(
+        self, client: ChatClient, runner: Any, turn: ChatTurn, conversation_id: str
+    ) -> AsyncIterator[StreamEvent]:
         remember = turn.conversation_id is not None and turn.caller_tools
-        if not stream:
-            response = await spec.acall().chat_client_response()
+        if not hasattr(runner, "events"):  # a whole answer (acall)
+            response = await runner.chat_client_response()
             for event in response.events:
                 if remember and isinstance(event, Finished):
                     await _remember_returned_calls(client, conversation_id, response.events)
                 yield event
             return
-        events = spec.astream().events()
+        events = runner.events()
         returned: list[StreamEvent] = []
         try:
             async for event in events:
@@ -483,22 +513,26 @@ class Edge:
                     await _remember_returned_calls(client, conversation_id, returned)
                 yield event
         finally:
-            await events.aclose()  # type: ignore[attr-defined]  # closes the chain and the model's response now
+            await events.aclose()  # closes the chain and the model's response now
 
-    async def _agent_events(self, agent: Any, turn: ChatTurn) -> AsyncIterator[StreamEvent]:
-        from chatclient.agents.base import RunCancelled
-
+    def _agent_run(self, agent: Any, turn: ChatTurn) -> Any:
+        """The agent's run for this turn: a resume of the conversation's suspended run, or a new one."""
         store = self.scope_store
         scope_id = turn.conversation_id or f"serving-{os.urandom(16).hex()}"
         stored = store.load(scope_id)
         answer = _newest_user_text(turn.messages)
         if stored is not None and stored._pending:
-            run = agent._resume_run(stored, answer, store, None, True)
-        else:
-            if stored is not None:
-                store.delete(scope_id)  # a finished run's scope: a new turn starts afresh
-            inputs = dict(turn.agent_inputs) if turn.agent_inputs is not None else _agent_inputs(agent, answer)
-            run = agent._prepare(inputs, store, scope_id, None, self.max_duration, None, True)
+            return agent._resume_run(stored, answer, store, None, True)
+        inputs = dict(turn.agent_inputs) if turn.agent_inputs is not None else _agent_inputs(agent, answer)
+        if stored is not None:
+            store.delete(scope_id)  # a finished run's scope: a new turn starts afresh
+        return agent._prepare(inputs, store, scope_id, None, self.max_duration, None, True)
+
+    async def _agent_events(self, agent: Any, run: Any, turn: ChatTurn) -> AsyncIterator[StreamEvent]:
+        from chatclient.agents.base import RunCancelled
+
+        store = self.scope_store
+        scope_id = run.scope.id
         queue: asyncio.Queue[Any] = asyncio.Queue()
         run.emit = queue.put_nowait
         run.streaming = True

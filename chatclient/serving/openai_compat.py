@@ -103,9 +103,9 @@ def openai_app(
             body = await edge.read_json(request)
             parsed = _parse(body, request.headers.get(CONVERSATION_HEADER))
             chosen = resolve_target(targets, parsed.model)
+            events = edge.start_events(chosen, parsed.turn, principal=edge.principal(request), stream=parsed.stream)
         except EdgeError as exc:
             return _error_response(exc)
-        events = edge.run_events(chosen, parsed.turn, principal=edge.principal(request), stream=parsed.stream)
         headers = {CONVERSATION_HEADER: parsed.turn.conversation_id} if parsed.turn.conversation_id else {}
         if parsed.stream:
             return edge.event_stream(_chunks(events, parsed), headers=headers)

@@ -563,3 +563,18 @@ def test_a_bare_target_is_served_with_all_three_protocols() -> None:
         slash = httpx.post(url + "/ag-ui/", json={**run_input, "runId": "r2", "threadId": "t2"})
         assert slash.status_code == 200 and "ag-ui with a slash" in slash.text
         assert httpx.post(url + "/ag-uix", json=run_input).status_code == 404
+
+
+def test_a_caller_tool_named_like_a_server_tool_is_a_400() -> None:
+    @tool
+    def get_weather(city: str) -> str:
+        """The server's own weather tool."""
+        return "rain"
+
+    model = ScriptedChatModel(["unused"])
+    with running(openai_app(ChatClient.builder(model).default_tools(get_weather).build())) as url:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as caught:
+                sdk(url).chat.completions.create(model="chatclient", messages=USER, tools=[WEATHER_TOOL], stream=stream)
+            assert caught.value.code == "invalid_tools"
+    assert model.prompts == []
