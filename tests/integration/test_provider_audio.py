@@ -340,3 +340,19 @@ def test_azure_twins_use_the_deployment(server: LoopbackServer) -> None:
     assert fields(form_parts(t_rec))["model"] == ["ears"]
     assert s_rec.headers["authorization"] == "Bearer entra-token-123"
     assert s_rec.body["model"] == "mouth"
+
+
+def test_azure_streamed_speech_asks_for_a_fresh_token_after_a_401(server: LoopbackServer) -> None:
+    audio = wav(0.1)
+    path = "/openai/v1/audio/speech"
+    server.script(path, Reply(401, json={"error": {"message": "token expired"}}))
+    server.set_default(path, RawStream([audio[:20], audio[20:]], content_type="audio/wav"))
+    tokens = iter(["entra-old-0001", "entra-new-0002"])
+    with AzureOpenAISpeechModel("mouth", endpoint=server.url, token_provider=lambda: next(tokens)) as speaker:
+
+        async def collect() -> bytes:
+            return b"".join([c async for c in speaker.astream_speak("hi", format="wav")])
+
+        assert asyncio.run(collect()) == audio
+    seen = [r.headers["authorization"] for r in server.requests_to(path)]
+    assert seen == ["Bearer entra-old-0001", "Bearer entra-new-0002"]
