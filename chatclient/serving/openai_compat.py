@@ -313,7 +313,7 @@ def _newest_turn(messages: list[Any]) -> list[Any]:
 
 def _tools(raw: Any) -> tuple[Any, ...]:
     from chatclient.prompt import ToolDefinition
-    from chatclient.tools.callback import check_tool_name
+    from chatclient.tools.names import check_tool_name
 
     if raw is None:
         return ()
