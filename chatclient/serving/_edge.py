@@ -646,6 +646,8 @@ class _EventStream:
             aclose = getattr(self.frames, "aclose", None)
             if aclose is not None:
                 await aclose()
+        if watch.done() and not watch.cancelled():
+            return  # the client left: what failed on the way (a write to a closed socket) concerns nobody
         for task in (produce, deliver):
             if not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
