@@ -95,6 +95,9 @@ class IncrementalJSON:
         self._string_is_key = False
         self._token = ""  # a number or literal being read
         self._token_kind = ""  # "number" | "literal" | ""
+        # Counts the changes of the view: a reader that saw the same count before has nothing new
+        # to shape (a delta inside a key, whitespace, an escape still arriving).
+        self.changes = 0
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -194,6 +197,7 @@ class IncrementalJSON:
             raise Failed  # NaN, Infinity, a stray character: the fallback knows what to do
 
     def _attach(self, node: Frame | PartialString) -> None:
+        self.changes += 1
         if self.stack:
             self.stack[-1].child = node
         else:
@@ -212,6 +216,8 @@ class IncrementalJSON:
             end = _STRING_RUN.match(text, i).end()  # type: ignore[union-attr]
             if end > i:
                 s.parts.append(text[i:end])
+                if not self._string_is_key:
+                    self.changes += 1
                 i = end
             if i >= n:
                 return i
@@ -238,6 +244,7 @@ class IncrementalJSON:
                 elif ch in _ESCAPES:
                     s.parts.append(_ESCAPES[ch])
                     s.pending = ""
+                    self.changes += 1
                 else:
                     raise Failed
                 continue
@@ -255,6 +262,7 @@ class IncrementalJSON:
                         raise Failed  # a lone low surrogate
                     s.parts.append(chr(code))
                     s.pending = ""
+                    self.changes += 1
                 elif len(s.pending) == 12:
                     high = int(s.pending[2:6], 16)
                     low = int(s.pending[8:], 16)
@@ -262,6 +270,7 @@ class IncrementalJSON:
                         raise Failed
                     s.parts.append(chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)))
                     s.pending = ""
+                    self.changes += 1
                 continue
             # after a high surrogate: the next escape must be "\\u"
             expected = "\\u"[len(p) - 6]
@@ -300,6 +309,7 @@ class IncrementalJSON:
 
     def _complete(self, value: Any) -> None:
         """A value is complete: store it in its container (or as the root)."""
+        self.changes += 1
         if not self.stack:
             self.root = value
             self.root_node = None

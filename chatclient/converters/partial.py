@@ -165,16 +165,51 @@ def _build_model(tp: type[BaseModel], value: Mapping[str, Any]) -> BaseModel:
     return _model_from(tp, fields_plan, {k: build_partial(types[k], v) for k, v in value.items() if k in types})
 
 
-def _model_from(tp: type[BaseModel], fields_plan: Sequence[tuple[str, str | None, bool]], got: Mapping[str, Any]) -> BaseModel:
+def _model_from(
+    tp: type[BaseModel], fields_plan: Sequence[tuple[str, str | None, bool]], got: Mapping[str, Any]
+) -> BaseModel:
     """The model from shaped values by JSON key (its alias when that was sent, else its name)."""
     fields: dict[str, Any] = {}
+    complete = True  # every field is in ``fields`` (received, or required and None for now)
     for name, alias, required in fields_plan:
         key = alias if alias is not None and alias in got else name
         if key in got:
             fields[name] = got[key]
         elif required:
             fields[name] = None  # not received yet; non-required fields get their default
+        else:
+            complete = False
+    if complete and _plain_model(tp):
+        # What model_construct does when every field is given and the model has no post-init,
+        # validation aliases, extra or root: built here directly (this runs for every delta).
+        model = _new_model(tp)
+        _set(model, "__dict__", fields)
+        _set(model, "__pydantic_fields_set__", set(fields))
+        _set(model, "__pydantic_extra__", None)
+        _set(model, "__pydantic_private__", None)
+        return model
     return tp.model_construct(**fields)
+
+
+_set = object.__setattr__
+_PLAIN: dict[type, bool] = {}
+
+
+def _new_model(tp: type[BaseModel]) -> BaseModel:
+    return tp.__new__(tp)
+
+
+def _plain_model(tp: type[BaseModel]) -> bool:
+    """Whether ``model_construct`` of ``tp`` with every field given only fills ``__dict__`` (cached)."""
+    plain = _PLAIN.get(tp)
+    if plain is None:
+        plain = _PLAIN[tp] = (
+            not tp.__pydantic_root_model__
+            and not tp.__pydantic_post_init__
+            and tp.model_config.get("extra") != "allow"
+            and all(f.validation_alias is None for f in tp.model_fields.values())
+        )
+    return plain
 
 
 def _build_dataclass(tp: type[Any], value: Mapping[str, Any]) -> Any:
@@ -345,6 +380,7 @@ class _JsonReader:
         self.run_ends_dash = False
         self.after_space = False
         self.shaper = _Shaper()
+        self.shaped_at = -1  # the parser's change count when the view was last shaped
 
     @property
     def failed(self) -> bool:
@@ -373,6 +409,10 @@ class _JsonReader:
             return _NOTHING
         if self.run_has_digit or self.run_ends_dash:
             return _NOTHING  # a number at the end may still grow
+        changes = self.parser.changes
+        if changes == self.shaped_at:
+            return _NOTHING  # the view is the one shaped last time: the same state again
+        self.shaped_at = changes
         node = self.parser.view_node()
         if node is _NONE or node is None:
             return _NOTHING
