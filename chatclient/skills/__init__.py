@@ -18,7 +18,8 @@ can carry dozens of skills while the prompt pays only for a line each::
     client.prompt("Fill in the attached form").advisors(SkillsAdvisor(skills)).call()
 
 Safety: a resource path that is absolute, leaves the skill folder (``..``, a symlink pointing out),
-names ``SKILL.md`` or anything under ``scripts/`` gets an error tool response, never a read; files are
+names ``SKILL.md`` or anything under ``scripts/`` (also through a symlink leading there) gets an error
+tool response, never a read; files are
 read with size caps; the front matter is parsed without YAML aliases (``chatclient.yamlsafe``).
 Reading front matter needs PyYAML (extra ``skills``).
 """
@@ -111,9 +112,11 @@ class Skill:
         if rel not in self.resources:
             listed = ", ".join(self.resources[:20]) or "none"
             raise SkillError(f"{relative_path!r} is not a resource of skill {self.name!r} (resources: {listed})")
-        target = (self.path / rel).resolve()
+        target = (self.path / rel).resolve()  # links resolved: what is read is where the path leads
         if not target.is_relative_to(self.path):  # a symlink swapped in after the folder was listed
             raise SkillError(f"{relative_path!r} leaves the folder of skill {self.name!r}")
+        if _excluded(PurePosixPath(target.relative_to(self.path).as_posix())):
+            raise SkillError(f"{relative_path!r} leads to SKILL.md or scripts/, which are not readable as resources")
         try:
             with target.open("rb") as fh:
                 data = fh.read(max_bytes + 1)
@@ -169,11 +172,12 @@ def _list_resources(folder: Path) -> tuple[str, ...]:
     root = folder.resolve()
     found: list[str] = []
     for file in sorted(root.rglob("*")):
-        if not file.is_file() or not file.resolve().is_relative_to(root):
+        target = file.resolve()
+        if not file.is_file() or not target.is_relative_to(root):
             continue  # folders, and symlinks pointing out of the skill, are never resources
         rel = PurePosixPath(file.relative_to(root).as_posix())
-        if _excluded(rel):
-            continue
+        if _excluded(rel) or _excluded(PurePosixPath(target.relative_to(root).as_posix())):
+            continue  # a link is judged by where it leads too: one into scripts/ is a script
         found.append(rel.as_posix())
         if len(found) > MAX_RESOURCES:
             raise SkillError(f"{folder}: more than {MAX_RESOURCES} files; a skill folder should stay small")

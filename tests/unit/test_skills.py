@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chatclient import ChatClient
-from chatclient.errors import SkillError
+from chatclient.errors import SkillError, ToolExecutionError
 from chatclient.messages import AssistantMessage, SystemMessage, ToolCall, ToolResponseMessage
 from chatclient.skills import Skill, SkillsAdvisor, load_skills
 from chatclient.testing import ScriptedChatModel
@@ -102,6 +102,42 @@ def test_symlink_leaving_the_folder_is_not_a_resource(skills_dir: Path) -> None:
     assert "leak.md" not in skill.resources
     with pytest.raises(SkillError):
         skill.read_resource("leak.md")
+
+
+def test_a_symlink_into_scripts_is_not_a_resource(skills_dir: Path) -> None:
+    """Issue 36 item 8: a link inside the folder pointing into scripts/ exposed the script's text."""
+    folder = skills_dir / "invoices"
+    os.symlink(folder / "scripts" / "run.py", folder / "notes.md")
+    os.symlink(folder / "scripts", folder / "tools")  # a linked folder too
+    os.symlink(folder / "SKILL.md", folder / "copy.md")
+    skill = Skill.from_dir(folder)
+    assert skill.resources == ("data/rates.csv", "reference.md")
+    for path in ("notes.md", "tools/run.py", "copy.md"):
+        with pytest.raises(SkillError, match=r"scripts/|SKILL\.md|not a resource"):
+            skill.read_resource(path)
+    advisor = SkillsAdvisor([skill])
+    read = {cb.definition.name: cb for cb in advisor.tool_callbacks()}["read_skill_resource"]
+    with pytest.raises(ToolExecutionError, match="not a resource") as refused:  # an error tool response
+        read.call(json.dumps({"skill_name": "invoices", "relative_path": "notes.md"}))
+    assert "print('x')" not in str(refused.value)
+
+
+def test_a_link_swapped_in_after_listing_is_refused_by_where_it_leads(skills_dir: Path) -> None:
+    folder = skills_dir / "invoices"
+    skill = Skill.from_dir(folder)
+    assert "reference.md" in skill.resources
+    (folder / "reference.md").unlink()
+    os.symlink(folder / "scripts" / "run.py", folder / "reference.md")
+    with pytest.raises(SkillError, match="scripts/"):
+        skill.read_resource("reference.md")
+
+
+def test_a_link_to_another_resource_inside_the_skill_is_read_through(skills_dir: Path) -> None:
+    folder = skills_dir / "invoices"
+    os.symlink(folder / "reference.md", folder / "vat.md")
+    skill = Skill.from_dir(folder)
+    assert "vat.md" in skill.resources
+    assert skill.read_resource("vat.md") == "VAT is 20 %."
 
 
 def test_resource_size_cap(skills_dir: Path) -> None:
