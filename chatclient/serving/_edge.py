@@ -417,7 +417,8 @@ class Edge:
             raise EdgeError(400, "The request body is not valid JSON.", code="invalid_json") from None
         except RecursionError:
             raise EdgeError(400, "The request body is nested too deeply.", code="invalid_json") from None
-        if _depth(data) > MAX_JSON_DEPTH:
+        # Fewer openers than the limit cannot nest past it: the walk is only for bodies that might.
+        if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH and _depth(data) > MAX_JSON_DEPTH:
             raise EdgeError(
                 400, f"The request body is nested deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json"
             )
