@@ -578,3 +578,24 @@ def test_a_caller_tool_named_like_a_server_tool_is_a_400() -> None:
                 sdk(url).chat.completions.create(model="chatclient", messages=USER, tools=[WEATHER_TOOL], stream=stream)
             assert caught.value.code == "invalid_tools"
     assert model.prompts == []
+
+
+def test_an_agent_asking_a_human_is_answered_by_the_next_request_of_the_conversation() -> None:
+    from chatclient.agents import agent_function, human_input, sequence
+
+    @agent_function(output_key="greeting")
+    def greet(name: str) -> str:
+        return f"Welcome, {name}."
+
+    flow = sequence(human_input(question="Who are you?", output_key="name"), greet, output_key="greeting")
+    headers = {"X-Conversation-Id": "visit-1"}
+    with running(openai_app({"greeter": flow})) as url:
+        oa = sdk(url)
+        ask = oa.chat.completions.create(
+            model="greeter", messages=[{"role": "user", "content": "hello"}], extra_headers=headers
+        )
+        assert ask.choices[0].message.content == "Who are you?"
+        done = oa.chat.completions.create(
+            model="greeter", messages=[{"role": "user", "content": "Ada"}], extra_headers=headers
+        )
+        assert done.choices[0].message.content == "Welcome, Ada."

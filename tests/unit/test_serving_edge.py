@@ -196,3 +196,44 @@ def test_serve_warns_on_a_public_bind_without_auth(monkeypatch: pytest.MonkeyPat
     assert callable(started[-1][0]) and started[-1][0] is not client
     with pytest.raises(TypeError, match="ASGI app or a ChatClient"):
         serve(42)
+
+
+def call_asgi(app: Any, headers: list[tuple[bytes, bytes]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One request straight into an ASGI app (what no HTTP server would let through: bad headers)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1:8000"), *headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 8000),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+def test_a_malformed_content_length_and_a_client_gone_while_sending_the_body() -> None:
+    from chatclient.serving import openai_app
+
+    model = ScriptedChatModel()
+    app = openai_app(ChatClient.create(model))
+    sent = call_asgi(app, [(b"content-length", b"12abc")], [{"type": "http.request", "body": b"{}"}])
+    assert sent[0]["status"] == 400
+    part = {"type": "http.request", "body": b'{"model": "chat', "more_body": True}
+    sent = call_asgi(app, [], [part])  # then the client disconnects
+    assert sent[0]["status"] == 499
+    assert model.prompts == []
