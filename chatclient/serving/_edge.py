@@ -16,7 +16,7 @@ its own wire format. Everything else lives here, once:
     not JSON (or nested deeper than ``MAX_JSON_DEPTH``).
 ``edge.principal(request)``
     What the ``auth`` hook returned for this request (``None`` without a hook).
-``edge.run_events(target, turn, principal=...)``
+``edge.run_events(target, turn, principal=..., stream=True)`` / ``edge.start_events(...)``
     Runs one turn (a ``ChatTurn``) on a ``ChatClient`` or an agent and yields ``chatclient.events``
     events: ``TextDelta``, ``ReasoningDelta``, ``ToolCallStarted``/``ToolCallFinished`` (the
     target's own tools, run here), ``DocumentsRetrieved``, ``UsageUpdate``, ``AdvisorEvent``, and
@@ -26,7 +26,12 @@ its own wire format. Everything else lives here, once:
     the next turn of the same conversation id is the answer) and ``ScopeSnapshot`` (an agent's scope
     at the end of its run). The principal is in the request context as ``ContextKeys.PRINCIPAL``;
     the conversation id is memory's (``ContextKeys.CONVERSATION_ID``); a turn without one gets a
-    fresh id, so callers never share a memory conversation by accident.
+    fresh id, so callers never share a memory conversation by accident. With a conversation id, the
+    caller's tool calls a turn returned are added to the target's memory after the question.
+    ``stream=False`` calls the model without streaming (the events come at the end, the answer on
+    ``Finished``). ``start_events`` sets the run up before returning, so a turn the target cannot
+    take raises ``EdgeError`` (400) while an HTTP status can still say so; ``run_events`` raises
+    everything while iterating.
 ``edge.event_stream(frames, headers=...)``
     An ASGI response that sends each ``bytes`` frame as it comes and cancels the producer (and so
     the model call) as soon as the client disconnects — not at the next write, which may be long in
