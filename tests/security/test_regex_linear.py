@@ -263,7 +263,7 @@ def _round3() -> None:
     from chatclient.batch.jobs import _ID
     from chatclient.models.openai_responses import _REASONING_MODEL, text_format
     from chatclient.progress import _CLOCK
-    from chatclient.skills import _NAME
+    from chatclient.skills.skill import _NAME
 
     for text in ("1" * N, "1." * (N // 2), "{{ " + "a" * N, "{{" * (N // 2), "requests." * (N // 9), "item-1" * (N // 6)):
         _CLOCK.sub("", text)
@@ -310,7 +310,7 @@ CASES: dict[str, Callable[[], None]] = {
     "chatclient/batch/anthropic.py": _round3,
     "chatclient/batch/jobs.py": _round3,
     "chatclient/models/openai_responses.py": _round3,
-    "chatclient/skills/__init__.py": _round3,
+    "chatclient/skills/skill.py": _round3,
     "chatclient/testing/pytest_plugin.py": _plugin_names,
     "chatclient/a2a/client.py": _a2a_names,
     "chatclient/rag/etl/readers.py": _markdown,
