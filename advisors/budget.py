@@ -1,7 +1,8 @@
 """Token and cost budgets for requests, and for a whole client across requests.
 
 ``BudgetAdvisor`` counts every model call its request makes — tool-loop turns, validation re-asks,
-calls a RAG query transformer makes through its own client — through a ``UsageMeter``
+calls a RAG query transformer makes through its own client, images drawn and audio transcribed or
+spoken inside its tools (priced by the media model's own table) — through a ``UsageMeter``
 (``chatclient.usage_meter``) that every terminal model advisor reports to. Before each call it
 estimates what the call will take (prompt characters / 4, plus ``max_tokens`` when the prompt's
 options set it) and raises ``BudgetExceededError`` (carrying the usage so far) when the call
@@ -336,6 +337,41 @@ class _RequestMeter:
             )
         if adv.budget is not None and self.key is not None:
             adv.budget.check(self.key, tokens_in + tokens_out, cost)
+
+    def before_media(self, model: str, cost: float | None) -> None:
+        """Stop an image, transcription or speech call that would go over the cost budget (or that
+        has no price while a cost budget is kept)."""
+        adv = self.advisor
+        if cost is None and adv.prices is not None and self._keeps_cost():
+            raise BudgetExceededError(
+                f"cannot keep a cost budget: no price for media model {model!r}; pass the model "
+                f"prices=DEFAULT_MEDIA_PRICES.with_prices({{{model!r}: MediaPrice(...)}})",
+                self.usage,
+                cost=self.cost,
+                limit="prices",
+            )
+        with self._lock:
+            usage, spent = self.usage, self.cost
+        if cost is not None and _over(adv.max_cost, (spent or 0.0) + cost):
+            raise BudgetExceededError(
+                f"the request's cost budget is {adv.max_cost}; {spent or 0.0:.6f} is spent and the {model} call "
+                f"may cost {cost:.6f} - raise max_cost",
+                usage,
+                cost=spent,
+                limit="max_cost",
+            )
+        if adv.budget is not None and self.key is not None:
+            adv.budget.check(self.key, 0, cost)
+
+    def after_media(self, model: str, usage: Usage, cost: float | None) -> None:
+        """Add an image, transcription or speech call's usage and cost."""
+        with self._lock:
+            self.usage = self.usage + usage
+            self.calls += 1
+            if self.cost is not None and cost is not None:
+                self.cost += cost
+        if self.advisor.budget is not None and self.key is not None:
+            self.advisor.budget.add(self.key, usage, cost)
 
     def _keeps_cost(self) -> bool:
         adv = self.advisor

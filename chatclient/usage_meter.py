@@ -12,6 +12,11 @@ raising) and reports each call's response after it. A meter is in scope when it 
   carries it into worker threads).
 
 A meter that appears both ways counts a call once.
+
+Image, transcription and speech calls (``chatclient.models.images`` / ``.audio``) are not chat calls:
+they report to the meters in scope that also implement ``MediaUsageMeter`` (``BudgetAdvisor``'s
+does), with the call's price instead of a prompt, so a budget counts the images an agent draws
+through a tool as well.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from chatclient.models.base import ChatModel, ChatResponse
+    from chatclient.models.base import ChatModel, ChatResponse, Usage
     from chatclient.prompt import Prompt
 
 __all__ = [
     "USAGE_METERS",
+    "MediaUsageMeter",
     "UsageMeter",
+    "media_meters",
     "metered_acall",
     "metered_astream",
     "metered_call",
@@ -50,6 +57,18 @@ class UsageMeter(Protocol):
         """Called with the whole response (a stream's aggregate) once the call has answered."""
 
 
+@runtime_checkable
+class MediaUsageMeter(Protocol):
+    """A meter that also counts image, transcription and speech calls."""
+
+    def before_media(self, model: str, cost: float | None) -> None:
+        """Called before a media call that may cost ``cost`` dollars (``None``: no price known);
+        raise to stop it."""
+
+    def after_media(self, model: str, usage: Usage, cost: float | None) -> None:
+        """Called once the media call has answered, with its token usage (often none) and cost."""
+
+
 _SCOPE: contextvars.ContextVar[tuple[UsageMeter, ...]] = contextvars.ContextVar("chatclient_usage_meters", default=())
 
 
@@ -64,6 +83,11 @@ def metering(meter: UsageMeter) -> Iterator[None]:
             _SCOPE.reset(token)
         except ValueError:  # ended from another context (an abandoned stream): drop it there
             _SCOPE.set(tuple(m for m in _SCOPE.get() if m is not meter))
+
+
+def media_meters() -> tuple[MediaUsageMeter, ...]:
+    """The meters in scope here (``with metering(...)``) that count media calls too."""
+    return tuple(m for m in _SCOPE.get() if isinstance(m, MediaUsageMeter))
 
 
 def meters_for(context: Mapping[str, Any] | None) -> tuple[UsageMeter, ...]:

@@ -93,7 +93,7 @@ class TranscriptSegment:
 class Transcription:
     """What was said: ``text``, the ``language`` and ``duration`` (seconds) where the server reports
     them, ``segments`` with timestamps (``timestamps=True``), ``usage`` and ``metadata`` (``cost`` in
-    dollars when the model keeps a budget)."""
+    dollars when a budget counts the call)."""
 
     text: str
     language: str | None = None
@@ -110,7 +110,7 @@ class Transcription:
 @dataclass(frozen=True, slots=True)
 class Speech:
     """Spoken audio: the ``audio`` bytes and their ``mime_type`` (``metadata`` has ``cost`` when the
-    model keeps a budget)."""
+    call is counted by a budget)."""
 
     audio: bytes
     mime_type: str
@@ -382,7 +382,7 @@ class OpenAITranscriptionModel(OpenAIMediaModel):
                 result = parse_transcription(payload)
             except ModelResponseError as exc:
                 raise ModelResponseError(self._http.scrub(str(exc))) from None
-        if self.budget is None:
+        if not self._metered():
             return result
         length = result.duration or _number(result.metadata.get("billed_seconds")) or seconds
         price = self._price()
@@ -507,7 +507,7 @@ class OpenAISpeechModel(OpenAIMediaModel):
         if not mime.startswith("audio/"):
             mime = _AUDIO_MIME.get(format.lower(), "application/octet-stream")
         self._charge(Usage(), planned)
-        return Speech(content, mime, {"cost": planned} if self.budget is not None else {})
+        return Speech(content, mime, {"cost": planned} if self._metered() else {})
 
     def speak(
         self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,

@@ -127,7 +127,7 @@ class GeneratedImage:
 class ImageResponse:
     """The images of one call, the token ``usage`` the vendor reported (gpt-image-1) and
     ``metadata`` (``created``, the ``size``/``quality``/``output_format`` the server chose, ``cost``
-    in dollars when the model keeps a budget)."""
+    in dollars when a budget counts the call)."""
 
     images: list[GeneratedImage]
     usage: Usage = field(default_factory=Usage)
@@ -452,7 +452,7 @@ class OpenAIImageModel(OpenAIMediaModel):
         except ModelResponseError as exc:
             raise ModelResponseError(self._http.scrub(str(exc))) from None
         cost: float | None = None
-        if self.budget is not None:
+        if self._metered():
             price = self._price()
             quality = response.metadata.get("quality") or body.get("quality")
             size = response.metadata.get("size") or body.get("size")

@@ -8,7 +8,8 @@ constructor arguments) and sends each request through ``_request``, which
 * maps a content-policy refusal (OpenAI ``content_policy_violation`` / ``moderation_blocked``,
   Azure ``content_filter``) to ``RefusalError``; every other failure keeps the chat models' type;
 * asks a token provider again once after a 401 (Azure Entra ID, as the chat model does);
-* plans the call's cost against a ``budget`` before it is sent and charges it after;
+* plans the call's cost against a ``budget`` (and the ``BudgetAdvisor`` of a request whose tool
+  makes the call) before it is sent and charges it after;
 * reports the call to the installed observer (an OpenTelemetry span ``{operation} {model}``).
 """
 
@@ -25,6 +26,7 @@ from chatclient.models.base import Usage
 from chatclient.models.http._pooled import PooledHTTPResource
 from chatclient.models.media_prices import DEFAULT_MEDIA_PRICES, MediaPrice, MediaPriceTable
 from chatclient.observation import observe_media, observed
+from chatclient.usage_meter import media_meters
 
 if TYPE_CHECKING:
     import httpx
@@ -192,25 +194,36 @@ class OpenAIMediaModel(PooledHTTPResource):
     def _price(self) -> MediaPrice | None:
         return self.prices.find(self.model)
 
+    def _metered(self) -> bool:
+        """Whether this call is counted: a ``budget`` of its own, or a request's meter in scope
+        (a ``BudgetAdvisor`` whose request runs the tool that calls this model)."""
+        return self.budget is not None or bool(media_meters())
+
     def _plan(self, cost: Callable[[MediaPrice], float | None]) -> float | None:
-        """Check the budget for a call that may cost ``cost(price)``; return that estimate."""
-        if self.budget is None:
+        """Check the budgets for a call that may cost ``cost(price)``; return that estimate."""
+        meters = media_meters()
+        if self.budget is None and not meters:
             return None
         price = self._price()
         estimate = cost(price) if price is not None else None
-        if estimate is None and getattr(self.budget, "max_cost", None) is not None:
-            raise BudgetExceededError(
-                f"cannot keep a cost budget: no {type(self).__name__} price for model {self.model!r}; pass "
-                f"prices=DEFAULT_MEDIA_PRICES.with_prices({{{self.model!r}: MediaPrice(...)}})",
-                Usage(),
-                limit="prices",
-            )
-        self.budget.check(self.budget_key, 0, estimate)
+        if self.budget is not None:
+            if estimate is None and getattr(self.budget, "max_cost", None) is not None:
+                raise BudgetExceededError(
+                    f"cannot keep a cost budget: no {type(self).__name__} price for model {self.model!r}; pass "
+                    f"prices=DEFAULT_MEDIA_PRICES.with_prices({{{self.model!r}: MediaPrice(...)}})",
+                    Usage(),
+                    limit="prices",
+                )
+            self.budget.check(self.budget_key, 0, estimate)
+        for meter in meters:
+            meter.before_media(self.model, estimate)
         return estimate
 
     def _charge(self, usage: Usage, cost: float | None) -> None:
         if self.budget is not None:
             self.budget.add(self.budget_key, usage, cost)
+        for meter in media_meters():
+            meter.after_media(self.model, usage, cost)
 
     # -- requests -----------------------------------------------------------------------------------
 

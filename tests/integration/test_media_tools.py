@@ -107,3 +107,32 @@ def test_tools_refuse_objects_that_are_not_models(tmp_path: Path) -> None:
     ears = OpenAITranscriptionModel(api_key="sk-test-0123456789", base_url="http://127.0.0.1:9/v1")
     with pytest.raises(ValueError, match="not a directory"):
         transcription_tool(ears, directory=tmp_path / "nope")
+
+
+def test_a_request_budget_counts_the_images_its_tools_draw(server: LoopbackServer) -> None:
+    from advisors import BudgetAdvisor
+    from chatclient.resilience.prices import DEFAULT_PRICES, ModelPrice
+
+    server.set_default("/v1/images/generations", Reply(json=documented("images_generations_gpt_image_1")))
+    images = OpenAIImageModel(api_key="sk-test-0123456789", base_url=server.url + "/v1")
+    drawer = image_tool(images, size="1024x1024", quality="low")  # $0.011 an image
+    prices = DEFAULT_PRICES.with_prices({"scripted": ModelPrice(input=0.0, output=0.0)})
+    chat = ScriptedChatModel([call("generate_image", {"prompt": "one"}), "Drawn."])
+    budget = BudgetAdvisor(max_cost=0.02, prices=prices)
+    with images:
+        response = ChatClient.create(chat).prompt("draw").advisors(budget).tools(drawer).call().chat_response()
+        assert response is not None and response.metadata.extra["cost"] == pytest.approx(0.011)
+        chat.add(call("generate_image", {"prompt": "one"}), call("generate_image", {"prompt": "two"}), "Drawn.")
+        second = (
+            ChatClient.create(chat)
+            .prompt("draw two")
+            .advisors(BudgetAdvisor(max_cost=0.015, prices=prices))
+            .tools(drawer)
+            .call()
+            .chat_client_response()
+        )
+    first_image, refused = second.tool_executions
+    assert not first_image.is_error
+    # The second image would pass the request's budget: the tool fails (the model hears why), unsent.
+    assert refused.is_error and "BudgetExceededError" in refused.result and "cost budget is 0.015" in refused.result
+    assert len(server.requests_to("/v1/images/generations")) == 2

@@ -107,3 +107,18 @@ def test_audio_price_units() -> None:
     assert whisper.characters(10) is None
     assert tts.characters(2000) == pytest.approx(0.03)
     assert tts.audio(60) is None
+
+
+def test_a_request_cost_budget_refuses_an_unpriced_media_call_before_http() -> None:
+    from advisors import BudgetAdvisor
+    from advisors.budget import _RequestMeter
+    from chatclient.errors import BudgetExceededError
+    from chatclient.usage_meter import media_meters, metering
+
+    meter = _RequestMeter(BudgetAdvisor(max_cost=1.0), None)
+    voice = OpenAISpeechModel("my-voice", base_url="http://127.0.0.1:9/v1")  # nothing listens there
+    with metering(meter):
+        assert media_meters() == (meter,)
+        with pytest.raises(BudgetExceededError, match="no price for media model 'my-voice'"):
+            voice.speak("x")
+    assert media_meters() == ()
