@@ -78,7 +78,7 @@ def test_a_task_of_another_caller_is_not_found_not_borrowed() -> None:
 
         task = as_user("alice", "a table")["result"]["task"]
         stolen = as_user("mallory", "Lisbon", taskId=task["id"])
-        assert "error" in stolen and "result" not in stolen
+        assert stolen["error"]["code"] == -32001 and "result" not in stolen  # TaskNotFoundError
         assert as_user("alice", "Lisbon", taskId=task["id"])["result"]["task"]["contextId"] == task["contextId"]
 
 
