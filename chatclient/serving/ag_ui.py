@@ -444,4 +444,4 @@ async def _frames(
         yield encoder.encode(_error_event(error_for(exc))).encode()
 
 
-__all__ = ["HUMAN_INPUT_REASON", "ag_ui_app"]
+__all__ = ["ag_ui_app"]

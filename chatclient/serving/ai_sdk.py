@@ -427,4 +427,4 @@ async def _frames(events: AsyncIterator[StreamEvent]) -> AsyncIterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-__all__ = ["STREAM_HEADER", "ai_sdk_app"]
+__all__ = ["ai_sdk_app"]
