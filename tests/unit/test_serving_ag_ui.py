@@ -427,3 +427,15 @@ def test_auth_gives_401_and_the_principal_reaches_advisors_and_budgets() -> None
     assert refused.headers["www-authenticate"] == "Bearer"
     assert types(ok)[-1] == "RUN_FINISHED" and recorder.seen[0] == "ann"
     assert types(over) == ["RUN_STARTED", "RUN_ERROR"] and over[-1]["code"] == "budget_exceeded"
+
+
+def test_a_bare_target_served_with_every_protocol_answers_ag_ui_and_the_ai_sdk() -> None:
+    from chatclient.serving.server import all_protocols_app
+
+    client = ChatClient.create(ScriptedChatModel(["over AG-UI", "over the AI SDK"]))
+    with running(all_protocols_app(client)) as url:
+        ag_ui = events_of(httpx.post(url + "/ag-ui", json=run_input(user("x")), timeout=10))
+        chat = {"id": "c", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "x"}]}]}
+        ai_sdk = httpx.post(url + "/ai-sdk/", json=chat, timeout=10)
+    assert [e["delta"] for e in ag_ui if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["over AG-UI"]
+    assert ai_sdk.headers["x-vercel-ai-ui-message-stream"] == "v1" and '"delta":"over the AI SDK"' in ai_sdk.text
