@@ -10,6 +10,8 @@
 //   {"forwardedProps": {...}}     pass these through
 // Output: one object per run: the event types and events, the outcome, the error, the agent's
 // messages and state afterwards.
+import { randomUUID } from "node:crypto";
+
 import { HttpAgent } from "@ag-ui/client";
 
 const [url, planJson] = process.argv.slice(2);
@@ -20,11 +22,11 @@ let pendingToolCallIds = [];
 
 for (const step of plan.steps) {
   if (step.user !== undefined) {
-    agent.addMessage({ id: crypto.randomUUID(), role: "user", content: step.user });
+    agent.addMessage({ id: randomUUID(), role: "user", content: step.user });
   }
   if (step.toolResult !== undefined) {
     for (const toolCallId of pendingToolCallIds) {
-      agent.addMessage({ id: crypto.randomUUID(), role: "tool", toolCallId, content: step.toolResult });
+      agent.addMessage({ id: randomUUID(), role: "tool", toolCallId, content: step.toolResult });
     }
   }
   const events = [];
