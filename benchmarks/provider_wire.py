@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the frames ar
 
 from chatclient.models.azure import AzureStreamParser
 from chatclient.models.bedrock import BedrockStreamParser
-from chatclient.models.http.eventstream import EventStreamDecoder
 from chatclient.models.gemini import GeminiStreamParser
-from chatclient.models.openai import OpenAIStreamParser
+from chatclient.models.http.eventstream import EventStreamDecoder
 from chatclient.models.http.sigv4 import AWSCredentials, sign
+from chatclient.models.openai import OpenAIStreamParser
 from tests.support.eventstream import event
 
 CHUNKS = 2000

@@ -52,8 +52,8 @@ from chatclient.models.http import (
     env_or,
     resolve_api_key,
 )
-from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.http.sse import NDJSONDecoder
+from chatclient.models.reasoning import DEFAULT_THINK_TAGS, ThinkSplitter, split_think
 from chatclient.models.tool_media import media_note, tool_text
 from chatclient.models.wire import arguments_object, arguments_text, usage_count
 from chatclient.options import ChatOptions

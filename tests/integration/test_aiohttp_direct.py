@@ -28,10 +28,10 @@ from chatclient.errors import (
     ModelResponseError,
     ModelTimeoutError,
 )
-from chatclient.models.http.aiohttp_transport import AiohttpTransport
 from chatclient.models.http import ResponseLimits
-from chatclient.models.openai import OpenAIChatModel
+from chatclient.models.http.aiohttp_transport import AiohttpTransport
 from chatclient.models.http.response_headers import listen_to_responses
+from chatclient.models.openai import OpenAIChatModel
 from chatclient.prompt import Prompt
 from tests.support import server_fixtures
 from tests.support.loopback import SSE, Close, LoopbackServer, RawStream, Reply, openai_completion, openai_stream

@@ -37,8 +37,8 @@ from chatclient.errors import (
 )
 from chatclient.models.http import ResponseLimits
 from chatclient.models.http import transport as http_module
-from chatclient.models.openai import OpenAIChatModel
 from chatclient.models.http.stdlib_http import AsyncStdlibPoster
+from chatclient.models.openai import OpenAIChatModel
 from chatclient.prompt import Prompt
 from tests.support import server_fixtures
 from tests.support.loopback import SSE, Close, LoopbackServer, RawStream, Reply, openai_completion, openai_stream

@@ -22,9 +22,9 @@ import pytest
 
 from chatclient.errors import ModelConnectionError, ModelHTTPError, ModelResponseError
 from chatclient.models.http.lane import LANE_ENV
-from chatclient.models.openai import OpenAIChatModel
 from chatclient.models.http.response_headers import listen_to_responses
 from chatclient.models.http.stdlib_http import AsyncStdlibPoster, StdlibPoster
+from chatclient.models.openai import OpenAIChatModel
 from chatclient.prompt import Prompt
 from tests.support.loopback import openai_completion
 from tests.support.raw_http import raw_server, read_request

@@ -15,9 +15,9 @@ from chatclient.errors import ModelHTTPError, ModelResponseError
 from chatclient.models.anthropic import AnthropicChatModel
 from chatclient.models.base import aggregate
 from chatclient.models.http import HTTPChatModel, ResponseLimits
+from chatclient.models.http.sse import LineDecoder, SSEDecoder, SSEEvent
 from chatclient.models.ollama import OllamaChatModel
 from chatclient.models.openai import OpenAIChatModel
-from chatclient.models.http.sse import LineDecoder, SSEDecoder, SSEEvent
 from chatclient.prompt import Prompt
 from tests.support import server_fixtures
 from tests.support.loopback import (
