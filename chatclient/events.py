@@ -32,10 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from chatclient import observation
 from chatclient.errors import DeadlineExceededError
-
-# The event types live in chatclient.event_types (chatclient.request names them without importing this
-# module); they are handed on here, where users import them from.
-from chatclient.event_types import (
+from chatclient.event_types import (  # the event types, handed on: users import them from here
     AdvisorEvent,
     DocumentsRetrieved,
     EventCallback,
