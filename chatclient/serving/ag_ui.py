@@ -22,6 +22,7 @@ What a run looks like on the wire::
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 from chatclient.asgi_guard import AuthHook
 from chatclient.events import (
     Finished,
+    HostedToolUsed,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -361,6 +363,11 @@ class _Translation:
         if isinstance(event, ToolCallFinished):
             result_id = f"tool-{uuid.uuid4().hex}"
             return [ToolCallResultEvent(message_id=result_id, tool_call_id=event.id, content=event.result, role="tool")]
+        if isinstance(event, HostedToolUsed):  # a tool the provider ran (web search, code execution)
+            hosted = event.call
+            content = json.dumps(jsonable(dict(hosted.output)), ensure_ascii=False)
+            result = ToolCallResultEvent(message_id=f"tool-{uuid.uuid4().hex}", tool_call_id=hosted.id, content=content)
+            return [*self.tool_call(hosted.id, hosted.name, json.dumps(jsonable(dict(hosted.input)))), result]
         if isinstance(event, ToolCallsReturned):
             out = [] if self.streamed_text or not event.text else self.text(event.text)
             for call in event.calls:

@@ -15,6 +15,7 @@ The chunks of one answer::
     text-start / text-delta / text-end      the answer
     tool-input-start / -delta / -available  a call of one of the target's tools ...
     tool-output-available (or -error)       ... and its result: the tools run on the server
+                                            (providerExecuted: a hosted tool the provider ran)
     source-document / source-url            documents a retrieval advisor found, cited URLs
     data-advisor (transient)                an advisor's own event: name and message
     finish                                  finishReason
@@ -34,6 +35,7 @@ from chatclient.events import (
     AdvisorEvent,
     DocumentsRetrieved,
     Finished,
+    HostedToolUsed,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -53,7 +55,7 @@ from chatclient.serving._edge import (
     has_memory,
     resolve_target,
 )
-from chatclient.serving._history import answer_text, checked_id, conversation
+from chatclient.serving._history import answer_text, checked_id, conversation, jsonable
 
 STREAM_HEADER = "x-vercel-ai-ui-message-stream"
 """The response header that tells the AI SDK's transport it reads a UI message stream (value ``v1``)."""
@@ -333,6 +335,17 @@ class _Translation:
             return [{"type": "tool-output-error", "toolCallId": event.id, "errorText": event.result}]
         return [{"type": "tool-output-available", "toolCallId": event.id, "output": _parsed(event.result)}]
 
+    def hosted_tool(self, event: HostedToolUsed) -> list[dict[str, Any]]:
+        """A tool the provider ran (web search, code execution): input and output at once, provider-executed."""
+        call = event.call
+        common = {"toolCallId": call.id, "providerExecuted": True}
+        return [
+            *self._next_step(),
+            *self.close(),
+            {"type": "tool-input-available", **common, "toolName": call.name, "input": jsonable(dict(call.input))},
+            {"type": "tool-output-available", **common, "output": jsonable(dict(call.output))},
+        ]
+
     def documents(self, event: DocumentsRetrieved) -> list[dict[str, Any]]:
         out = []
         for document in event.documents:
@@ -380,6 +393,8 @@ class _Translation:
             return self.tool_call(event)
         if isinstance(event, ToolCallFinished):
             return self.tool_result(event)
+        if isinstance(event, HostedToolUsed):
+            return self.hosted_tool(event)
         if isinstance(event, DocumentsRetrieved):
             return self.documents(event)
         if isinstance(event, AdvisorEvent):

@@ -128,6 +128,19 @@ def test_the_ai_sdk_reader_assembles_sources_tools_reasoning_and_text() -> None:
     assert parts[5] == {"type": "text", "text": "Sunny in Oslo.", "state": "done"}
 
 
+def test_the_ai_sdk_reader_takes_a_provider_executed_tool() -> None:
+    from chatclient.messages import HostedToolCall
+
+    search = HostedToolCall("ws_1", "web_search", {"query": "hours"}, {"sources": ["https://library.example"]})
+    model = ScriptedChatModel([AssistantMessage("Open 9-19.", hosted_tool_calls=(search,))])
+    with running(ai_sdk_app(ChatClient.create(model))) as url:
+        got = node("ai_sdk_read.mjs", url + "/", {"chatId": "c4", "messages": [ui_user("hours?")]})
+    assert got["failure"] is None and got["errors"] == []
+    tool_part = next(p for p in got["message"]["parts"] if p["type"] == "tool-web_search")
+    assert tool_part["state"] == "output-available" and tool_part["providerExecuted"] is True
+    assert tool_part["input"] == {"query": "hours"} and tool_part["output"] == {"sources": ["https://library.example"]}
+
+
 def test_the_ai_sdk_reader_sees_an_in_stream_error_and_an_http_error() -> None:
     with running(ai_sdk_app(ChatClient.create(FailsAfterFirstChunk()))) as url:
         got = node("ai_sdk_read.mjs", url + "/", {"chatId": "c2", "messages": [ui_user("hi")]})

@@ -439,3 +439,17 @@ def test_a_bare_target_served_with_every_protocol_answers_ag_ui_and_the_ai_sdk()
         ai_sdk = httpx.post(url + "/ai-sdk/", json=chat, timeout=10)
     assert [e["delta"] for e in ag_ui if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["over AG-UI"]
     assert ai_sdk.headers["x-vercel-ai-ui-message-stream"] == "v1" and '"delta":"over the AI SDK"' in ai_sdk.text
+
+
+def test_a_hosted_tool_the_provider_ran_is_a_tool_call_with_its_result() -> None:
+    from chatclient.messages import HostedToolCall
+
+    search = HostedToolCall("ws_1", "web_search", {"query": "library hours"}, {"sources": ["https://library.example"]})
+    model = ScriptedChatModel([AssistantMessage("Open 9-19.", hosted_tool_calls=(search,))])
+    with running(ag_ui_app(ChatClient.create(model))) as url:
+        events = events_of(post(url, run_input(user("hours?"))))
+    calls = [e for e in events if e["type"].startswith("TOOL_CALL")]
+    assert [e["type"] for e in calls] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    assert calls[0]["toolCallName"] == "web_search" and json.loads(calls[1]["delta"]) == {"query": "library hours"}
+    assert json.loads(calls[3]["content"]) == {"sources": ["https://library.example"]}
+    assert events[-1]["outcome"] == {"type": "success"}  # the provider ran it: nothing pending

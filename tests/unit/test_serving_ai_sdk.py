@@ -406,3 +406,28 @@ def test_foreign_host_and_origin_are_refused_and_auth_is_401() -> None:
     with running(ai_sdk_app(ChatClient.create(ScriptedChatModel(["x"])), auth=lambda request: None)) as url:
         refused = post(url, chat(ui_user("x")))
     assert refused.status_code == 401 and refused.json()["type"] == "error"
+
+
+def test_a_hosted_tool_the_provider_ran_is_a_provider_executed_tool_part() -> None:
+    from chatclient.messages import HostedToolCall
+
+    search = HostedToolCall("ws_1", "web_search", {"query": "library hours"}, {"sources": ["https://library.example"]})
+    model = ScriptedChatModel([AssistantMessage("Open 9-19.", hosted_tool_calls=(search,))])
+    with running(ai_sdk_app(ChatClient.create(model))) as url:
+        chunks = chunks_of(post(url, chat(ui_user("hours?"))))
+    tool_chunks = [c for c in chunks if c["type"].startswith("tool-")]
+    assert tool_chunks == [
+        {
+            "type": "tool-input-available",
+            "toolCallId": "ws_1",
+            "providerExecuted": True,
+            "toolName": "web_search",
+            "input": {"query": "library hours"},
+        },
+        {
+            "type": "tool-output-available",
+            "toolCallId": "ws_1",
+            "providerExecuted": True,
+            "output": {"sources": ["https://library.example"]},
+        },
+    ]
