@@ -439,6 +439,21 @@ class AgentExecutionError(ChatClientError):
         super().__init__(message or f"agent {where!r} failed: {type(cause).__name__}: {cause}")
 
 
+class UnknownAgentError(ChatClientError, LookupError):
+    """No agent of that name is registered; ``name`` is the one asked for, ``known`` the registered names."""
+
+    def __init__(self, name: str, known: Iterable[str], message: str | None = None) -> None:
+        self.name = name
+        self.known: tuple[str, ...] = tuple(known)
+        listed = ", ".join(map(repr, self.known)) or "none"
+        super().__init__(message or f"no agent named {name!r} is registered; registered agents: {listed}")
+
+
+class PlannerError(ChatClientError):
+    """A planner cannot go on: no sequence of agents reaches its goal, or its step limit ran out before
+    the goal was reached (``chatclient.agents.patterns``)."""
+
+
 class AgenticScopeError(ChatClientError):
     """An agentic scope could not be stored or restored: a value of an unregistered type, or scope JSON
     that is malformed, too large, too deep or names a type that is not registered."""
@@ -572,6 +587,7 @@ __all__ = [
     "ModelTimeoutError",
     "OutputConversionError",
     "OutputGuardrailError",
+    "PlannerError",
     "RateLimitError",
     "RefusalError",
     "RunClaimedError",
@@ -583,6 +599,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolLoopLimitError",
     "ToolLoopRepeatError",
+    "UnknownAgentError",
     "UnknownToolError",
     "UnsupportedFeatureError",
     "VectorStoreError",

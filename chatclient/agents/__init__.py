@@ -22,29 +22,38 @@ from chatclient.agents.base import (
     Suspended,
     Workflow,
 )
+from chatclient.agents.compensation import compensating
 from chatclient.agents.conditional import conditional
 from chatclient.agents.human import human_input
 from chatclient.agents.loop import loop
 from chatclient.agents.monitor import AgentMonitor
 from chatclient.agents.parallel import parallel, parallel_map
+from chatclient.agents.planner import Done, Planner, PlannerTurn, PlannerWorkflow, planner_workflow
+from chatclient.agents.registry import AgentRegistry
 from chatclient.agents.scope import AgenticScope, AgentInvocation, register_type
 from chatclient.agents.sequence import sequence
 from chatclient.agents.stores import InMemoryScopeStore, PostgresScopeStore, ScopeStore, SqliteScopeStore
-from chatclient.agents.supervisor import PlannerStep, supervisor
+from chatclient.agents.supervisor import ModelPlanner, PlannerStep, supervisor
 
 __all__ = [
     "Agent",
     "AgentErrorContext",
     "AgentFinished",
     "AgentInvocation",
+    "AgentRegistry",
     "AgentMonitor",
     "AgentResult",
     "AgentStarted",
     "AgenticScope",
+    "Done",
     "FunctionAgent",
     "InMemoryScopeStore",
     "LlmAgent",
+    "ModelPlanner",
+    "Planner",
     "PlannerStep",
+    "PlannerTurn",
+    "PlannerWorkflow",
     "PostgresScopeStore",
     "Recovery",
     "ScopeStore",
@@ -54,11 +63,13 @@ __all__ = [
     "Workflow",
     "agent",
     "agent_function",
+    "compensating",
     "conditional",
     "human_input",
     "loop",
     "parallel",
     "parallel_map",
+    "planner_workflow",
     "register_type",
     "sequence",
     "service_agent",

@@ -23,6 +23,7 @@ from chatclient.agents.scope import AgenticScope, auto_register
 from chatclient.errors import AgentInputError
 from chatclient.events import Finished, ReasoningDelta, TextDelta, UsageUpdate
 from chatclient.models.base import ChatResponse
+from chatclient.request import ContextKeys
 
 if TYPE_CHECKING:
     from chatclient.client import ChatClient, ChatClientRequestSpec
@@ -98,6 +99,8 @@ class LlmAgent(Agent):
         advisors: Sequence[Any] = (),
         optional: bool = False,
         max_validation_attempts: int = 3,
+        memory_id: str | Callable[[AgenticScope], Any] | None = None,
+        compensate: Callable[..., Any] | None = None,
     ) -> None:
         from chatclient.client import ChatClient
 
@@ -120,9 +123,20 @@ class LlmAgent(Agent):
         self.advisors = tuple(advisors)
         self.optional = bool(optional)
         self.max_validation_attempts = max_validation_attempts
+        if compensate is not None and not callable(compensate):
+            raise TypeError(f"agent {name!r}: compensate= must be a callable (the undo function)")
+        self.compensate = compensate
+        if (
+            memory_id is not None
+            and not callable(memory_id)
+            and (not isinstance(memory_id, str) or not memory_id.strip())
+        ):
+            raise ValueError(f"agent {name!r}: memory_id must be a non-empty template string or a callable(scope)")
+        self.memory_id = memory_id
+        self._memory_id = _Template(memory_id) if isinstance(memory_id, str) else None
         renderer = _renderer()
         names: dict[str, None] = {}
-        for text in (self.system, self.user):
+        for text in (self.system, self.user, memory_id if isinstance(memory_id, str) else None):
             if text is not None:
                 for var in sorted(renderer.variables(text)):  # TemplateError for a malformed template
                     names.setdefault(var, None)
@@ -143,6 +157,8 @@ class LlmAgent(Agent):
         if self._system is not None:
             spec.system(self._system.render(step.scope))
         spec.user(self._user.render(step.scope))
+        if self.memory_id is not None:
+            spec.advisors(params={ContextKeys.CONVERSATION_ID: self._conversation_id(step.scope)})
         if self.tools:
             spec.tools(*self.tools)
         if self.output_type is not str:
@@ -164,6 +180,15 @@ class LlmAgent(Agent):
 
             spec.on_event(forward)
         return spec
+
+    def _conversation_id(self, scope: AgenticScope) -> str:
+        """This invocation's chat-memory conversation id (``memory_id=``)."""
+        template, source = self._memory_id, self.memory_id
+        value = template.render(scope) if template is not None else source(scope) if callable(source) else None
+        text = str(value) if value is not None else ""
+        if not text.strip():
+            raise ValueError(f"agent {self.name!r}: memory_id gave an empty conversation id")
+        return text
 
     def _usage(self, step: Step, response: Any) -> None:
         try:
@@ -246,6 +271,8 @@ def agent(
     advisors: Sequence[Any] = (),
     optional: bool = False,
     max_validation_attempts: int = 3,
+    memory_id: str | Callable[[AgenticScope], Any] | None = None,
+    compensate: Callable[..., Any] | None = None,
 ) -> LlmAgent:
     """An agent answered by ``client``'s model (LangChain4j: ``AgenticServices.agentBuilder``).
 
@@ -255,6 +282,10 @@ def agent(
     ``output_type`` other than ``str`` goes through ``entity()`` with a
     ``StructuredOutputValidationAdvisor`` (``max_validation_attempts`` re-asks). The answer is written
     to ``scope[output_key]``. ``tools`` and ``advisors`` are added to this agent's requests only.
+    ``memory_id`` gives each invocation its own chat-memory conversation (LangChain4j ``@MemoryId``):
+    a template over the scope (``"{{ user }}/writer"``) or ``callable(scope)``, sent as the request's
+    ``ContextKeys.CONVERSATION_ID`` to the client's memory advisor. ``compensate`` is the undo
+    function ``compensating(...)`` runs when a later agent fails.
 
     >>> from chatclient import ChatClient
     >>> from chatclient.testing import ScriptedChatModel
@@ -275,6 +306,8 @@ def agent(
         advisors=advisors,
         optional=optional,
         max_validation_attempts=max_validation_attempts,
+        memory_id=memory_id,
+        compensate=compensate,
     )
 
 
@@ -305,9 +338,13 @@ class FunctionAgent(Agent):
         description: str | None = None,
         output_key: str | None = None,
         optional: bool = False,
+        compensate: Callable[..., Any] | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"agent_function takes a function, got {type(fn).__name__}")
+        if compensate is not None and not callable(compensate):
+            raise TypeError("agent_function: compensate= must be a callable (the undo function)")
+        self.compensate = compensate
         self.fn = fn
         self.name = check_name(name or getattr(fn, "__name__", None))
         self.description = description if description is not None else inspect.getdoc(fn) or ""
@@ -428,7 +465,12 @@ class FunctionAgent(Agent):
 def agent_function(fn: Callable[..., Any], /) -> FunctionAgent: ...
 @overload
 def agent_function(
-    *, output_key: str | None = None, name: str | None = None, description: str | None = None, optional: bool = False
+    *,
+    output_key: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    optional: bool = False,
+    compensate: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionAgent]: ...
 
 
@@ -440,6 +482,7 @@ def agent_function(
     name: str | None = None,
     description: str | None = None,
     optional: bool = False,
+    compensate: Callable[..., Any] | None = None,
 ) -> Any:
     """Make a plain function an agent (LangChain4j: a non-AI agent, ``@Agent`` on a plain method).
 
@@ -451,7 +494,9 @@ def agent_function(
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionAgent:
-        return FunctionAgent(f, name=name, description=description, output_key=output_key, optional=optional)
+        return FunctionAgent(
+            f, name=name, description=description, output_key=output_key, optional=optional, compensate=compensate
+        )
 
     return wrap(fn) if fn is not None else wrap
 

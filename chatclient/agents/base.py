@@ -420,6 +420,8 @@ class Agent:
     description: str
     output_key: str | None
     optional: bool = False
+    compensate: Callable[..., Any] | None = None
+    """The undo function run by ``compensating(...)`` when a later agent fails (``compensate=``)."""
     _leaf: bool = True
 
     # -- what subclasses provide ------------------------------------------------------------------

@@ -12,12 +12,14 @@ prompt and counts as a step; the plan ends at ``agent_name == "done"`` or after 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field
 
-from chatclient.agents.base import Agent, ErrorHandler, Step, Workflow
+from chatclient.agents.base import Agent, ErrorHandler, Step, check_agents
+from chatclient.agents.planner import Done, PlannerStep, PlannerTurn, PlannerWorkflow
+from chatclient.agents.registry import AgentRegistry
 from chatclient.agents.scope import AgenticScope
 from chatclient.errors import AgentInputError
 
@@ -35,18 +37,6 @@ PLANNER_SYSTEM = (
 )
 
 
-class PlannerStep(BaseModel):
-    """One planner decision: the agent to call next (``"done"`` to finish) and its arguments."""
-
-    model_config = ConfigDict(frozen=True)
-
-    agent_name: str = Field(description='The name of the agent to call next, or "done" when finished')
-    arguments: dict[str, Any] = Field(
-        default_factory=dict,
-        description='The agent\'s inputs by name; for "done": {"response": "<final answer>"}',
-    )
-
-
 class ResponseScores(BaseModel):
     """How well each candidate answers the request, from 0 to 1 (the ``scored`` strategy)."""
 
@@ -59,42 +49,24 @@ def _cut(value: Any) -> str:
     return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " [...]"
 
 
-class SupervisorWorkflow(Workflow):
-    """Lets a planner model choose the agents; see ``supervisor``."""
+class ModelPlanner:
+    """The supervisor's planner: a model (through a ChatClient) answers a ``PlannerStep`` entity for
+    a prompt listing the agents, the request and the results so far."""
 
-    def __init__(
-        self, agents: tuple[Agent, ...], *, planner: ChatClient, max_steps: int, response: str, **kwargs: Any
-    ) -> None:
+    def __init__(self, client: ChatClient) -> None:
         from chatclient.client import ChatClient
 
-        if not isinstance(planner, ChatClient):
-            raise TypeError(f"supervisor needs planner=ChatClient, got {type(planner).__name__}")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
-        if response not in ("last", "summary", "scored"):
-            raise ValueError(f"response must be 'last', 'summary' or 'scored', got {response!r}")
-        super().__init__(agents, where="supervisor", **kwargs)
-        names = [a.name for a in self.agents]
-        if len(set(names)) != len(names) or DONE in names:
-            raise ValueError(f"a supervisor's agents need distinct names other than 'done', got {names}")
-        self.planner = planner
-        self.max_steps = max_steps
-        self.response = response
-        self._by_name = {a.name: a for a in self.agents}
-        self._adapters: dict[tuple[str, str], TypeAdapter[Any] | None] = {}
+        if not isinstance(client, ChatClient):
+            raise TypeError(f"supervisor needs planner=ChatClient, got {type(client).__name__}")
+        self.client = client
+        self.agents: AgentRegistry = AgentRegistry()
 
-    def input_types(self) -> dict[str, tuple[Any, bool]]:
-        return {"request": (str, True)}
+    def bind(self, agents: AgentRegistry) -> None:
+        """Take the workflow's agents (their names, descriptions and inputs go into every prompt)."""
+        self.agents = agents
 
-    def input_names(self) -> tuple[str, ...]:
-        return ("request",)
-
-    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
-        return {"request": scope.read("request")} if scope.has("request") else {}
-
-    # -- prompts ----------------------------------------------------------------------------------
-
-    def _prompt(self, request: Any, history: list[dict[str, Any]]) -> str:
+    def prompt_text(self, request: Any, history: Sequence[PlannerTurn]) -> str:
+        """The planner prompt: the request, how to call each agent, the results so far."""
         lines = ["Request:", str(request), "", "Agents (how to call each, then what it does):"]
         for a in self.agents:
             arguments = ", ".join(f'"{k}": ...' for k in a.input_names())
@@ -105,151 +77,109 @@ class SupervisorWorkflow(Workflow):
         if not history:
             lines.append("none yet")
         for i, h in enumerate(history, 1):
-            args = json.dumps(h["arguments"], ensure_ascii=False, default=str)
-            if "error" in h:
-                lines.append(f"{i}. {h['agent']}({args}) -> ERROR: {h['error']}")
+            args = json.dumps(h.arguments, ensure_ascii=False, default=str)
+            if h.error is not None:
+                lines.append(f"{i}. {h.agent_name}({args}) -> ERROR: {h.error}")
             else:
-                lines.append(f"{i}. {h['agent']}({args}) -> {_cut(h['output'])}")
+                lines.append(f"{i}. {h.agent_name}({args}) -> {_cut(h.output)}")
         lines += ["", "Which agent next, with which arguments?"]
         return "\n".join(lines)
 
-    def _ask(self, text: str, target: type[BaseModel]) -> tuple[Any, Usage | None]:
+    def ask(self, text: str, target: type[BaseModel]) -> tuple[Any, Usage | None]:
+        """One structured call of the planner model (re-asked by the validation advisor when malformed)."""
         from advisors.validation import StructuredOutputValidationAdvisor
 
-        spec = self.planner.prompt().system(PLANNER_SYSTEM).user(text)
+        spec = self.client.prompt().system(PLANNER_SYSTEM).user(text)
         spec.advisors(StructuredOutputValidationAdvisor(target, 2))
         answer = spec.call().response_entity(target)
         return answer.entity, _usage(answer.response)
 
-    async def _aask(self, text: str, target: type[BaseModel]) -> tuple[Any, Usage | None]:
+    async def aask(self, text: str, target: type[BaseModel]) -> tuple[Any, Usage | None]:
+        """Async ``ask``."""
         from advisors.validation import StructuredOutputValidationAdvisor
 
-        spec = self.planner.prompt().system(PLANNER_SYSTEM).user(text)
+        spec = self.client.prompt().system(PLANNER_SYSTEM).user(text)
         spec.advisors(StructuredOutputValidationAdvisor(target, 2))
         answer = await spec.acall().response_entity(target)
         return answer.entity, _usage(answer.response)
 
-    # -- one step, shared by both modes -----------------------------------------------------------
+    @staticmethod
+    def _as_decision(planned: PlannerStep) -> PlannerStep | Done:
+        return Done(planned.arguments.get("response")) if planned.agent_name == DONE else planned
 
-    def _planned(self, step: Step, n: int) -> tuple[str, PlannerStep | None]:
-        key = f"{step.key}/plan{n}" if step.key else f"plan{n}"
-        entry = step.run.journal_get(key)
-        if entry is None:
-            return key, None
-        return key, PlannerStep.model_validate(entry["output"])
+    def decide(self, scope: AgenticScope, history: Sequence[PlannerTurn]) -> tuple[PlannerStep | Done, Usage | None]:
+        """The next step and the usage of the call that chose it."""
+        planned, usage = self.ask(self.prompt_text(scope.read("request"), history), PlannerStep)
+        return self._as_decision(planned), usage
 
-    def _record(self, step: Step, key: str, planned: PlannerStep, usage: Usage | None) -> None:
-        step.run.journal_put(key, planned.model_dump(mode="json"), {})
-        if usage is not None:
-            step.node.usage = usage if step.node.usage is None else step.node.usage + usage
+    async def adecide(
+        self, scope: AgenticScope, history: Sequence[PlannerTurn]
+    ) -> tuple[PlannerStep | Done, Usage | None]:
+        """Async ``decide``."""
+        planned, usage = await self.aask(self.prompt_text(scope.read("request"), history), PlannerStep)
+        return self._as_decision(planned), usage
 
-    def _check(self, step: Step) -> Any:
+    def next(self, scope: AgenticScope, history: Sequence[PlannerTurn]) -> PlannerStep | Done:
+        """``Planner.next``: the next step (``Done`` when the model answers ``done``)."""
+        return self.decide(scope, history)[0]
+
+    async def anext(self, scope: AgenticScope, history: Sequence[PlannerTurn]) -> PlannerStep | Done:
+        """Async ``next``."""
+        return (await self.adecide(scope, history))[0]
+
+
+class SupervisorWorkflow(PlannerWorkflow):
+    """A planner workflow whose planner is a model; see ``supervisor``."""
+
+    planner: ModelPlanner
+
+    def __init__(
+        self, agents: tuple[Agent, ...], *, planner: ChatClient, max_steps: int, response: str, **kwargs: Any
+    ) -> None:
+        if response not in ("last", "summary", "scored"):
+            raise ValueError(f"response must be 'last', 'summary' or 'scored', got {response!r}")
+        names = [a.name for a in check_agents(agents, "supervisor")]
+        if len(set(names)) != len(names) or DONE in names:
+            raise ValueError(f"a supervisor's agents need distinct names other than 'done', got {names}")
+        model_planner = ModelPlanner(planner)
+        super().__init__(agents, planner=model_planner, max_steps=max_steps, where="supervisor", **kwargs)
+        self.response = response
+
+    def input_types(self) -> dict[str, tuple[Any, bool]]:
+        return {"request": (str, True)}
+
+    def input_names(self) -> tuple[str, ...]:
+        return ("request",)
+
+    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
+        return {"request": scope.read("request")} if scope.has("request") else {}
+
+    def _start(self, step: Step) -> None:
         if not step.scope.has("request"):
             raise AgentInputError(self.name, ("request",))
-        return step.scope.read("request")
 
-    def _choose(self, step: Step, planned: PlannerStep, history: list[dict[str, Any]]) -> Agent | None:
-        agent = self._by_name.get(planned.agent_name)
-        if agent is None:
-            names = ", ".join(self._by_name)
-            history.append(
-                {
-                    "agent": planned.agent_name,
-                    "arguments": planned.arguments,
-                    "error": f"there is no agent named {planned.agent_name!r}; choose one of: {names}, or done",
-                }
-            )
-            return None
-        wrong = self._wrong_type(agent, planned.arguments)
-        if wrong is not None:
-            # A wrongly typed argument is the planner's mistake too: it goes back to the planner.
-            history.append({"agent": agent.name, "arguments": planned.arguments, "error": wrong})
-            return None
-        for k, v in planned.arguments.items():
-            if isinstance(k, str) and k:
-                step.scope.write(k, v)
-        missing = [] if agent.optional else agent._missing(step.scope)
-        if missing:
-            # The planner left out inputs: its mistake to correct, not a failure of the agent.
-            history.append(
-                {
-                    "agent": agent.name,
-                    "arguments": planned.arguments,
-                    "error": f"missing arguments {', '.join(map(repr, missing))}; give them in arguments",
-                }
-            )
-            return None
-        return agent
+    def _plan(self, step: Step, history: Sequence[PlannerTurn]) -> tuple[PlannerStep | Done, Usage | None]:
+        return self.planner.decide(step.scope, history)
 
-    def _adapter(self, agent: Agent, key: str, hint: Any) -> TypeAdapter[Any] | None:
-        cache_key = (agent.name, key)
-        if cache_key not in self._adapters:
-            try:
-                self._adapters[cache_key] = None if hint is None or hint is Any else TypeAdapter(hint)
-            except Exception:  # a hint pydantic cannot check: the agent checks its own inputs
-                self._adapters[cache_key] = None
-        return self._adapters[cache_key]
+    async def _aplan(self, step: Step, history: Sequence[PlannerTurn]) -> tuple[PlannerStep | Done, Usage | None]:
+        return await self.planner.adecide(step.scope, history)
 
-    def _wrong_type(self, agent: Agent, arguments: dict[str, Any]) -> str | None:
-        """What is wrong with the first argument that does not fit its input's type, or ``None``."""
-        types = agent.input_types()
-        for key, value in arguments.items():
-            hint = types.get(key, (None, False))[0] if isinstance(key, str) else None
-            adapter = self._adapter(agent, key, hint) if hint is not None else None
-            if adapter is None:
-                continue
-            try:
-                adapter.validate_python(value)
-            except ValidationError as exc:
-                errors = exc.errors()
-                reason = errors[0]["msg"] if errors else "invalid"
-                kind = getattr(hint, "__name__", None) or str(hint)
-                return f"argument {key!r} must be {kind} ({reason}); give it again with the right type"
-        return None
+    def _summary(self, done: Done | None) -> Any:
+        return done.output if done is not None else None
 
-    def _score_key(self, step: Step) -> str:
-        return f"{step.key}/score" if step.key else "score"
+    def _result_of(self, step: Step, done: Done | None, last: Any) -> Any:
+        return self._respond(step, step.scope.read("request"), self._summary(done), last, None)
 
-    def _invoke(self, step: Step) -> Any:
-        request = self._check(step)
-        history: list[dict[str, Any]] = []
-        last: Any = None
-        summary: Any = None
-        for n in range(1, self.max_steps + 1):
-            key, planned = self._planned(step, n)
-            if planned is None:
-                planned, usage = self._ask(self._prompt(request, history), PlannerStep)
-                self._record(step, key, planned, usage)
-            if planned.agent_name == DONE:
-                summary = planned.arguments.get("response")
-                break
-            agent = self._choose(step, planned, history)
-            if agent is not None:
-                last = self._child(step, agent, f"s{n}")
-                history.append({"agent": agent.name, "arguments": planned.arguments, "output": last})
-        return self._final(step, self._respond(step, request, summary, last, None))
-
-    async def _ainvoke(self, step: Step) -> Any:
-        request = self._check(step)
-        history: list[dict[str, Any]] = []
-        last: Any = None
-        summary: Any = None
-        for n in range(1, self.max_steps + 1):
-            key, planned = self._planned(step, n)
-            if planned is None:
-                planned, usage = await self._aask(self._prompt(request, history), PlannerStep)
-                self._record(step, key, planned, usage)
-            if planned.agent_name == DONE:
-                summary = planned.arguments.get("response")
-                break
-            agent = self._choose(step, planned, history)
-            if agent is not None:
-                last = await self._achild(step, agent, f"s{n}")
-                history.append({"agent": agent.name, "arguments": planned.arguments, "output": last})
+    async def _aresult_of(self, step: Step, done: Done | None, last: Any) -> Any:
+        summary = self._summary(done)
+        request = step.scope.read("request")
         scores = None
         if self.response == "scored" and summary is not None and last is not None:
             scores = await self._ascores(step, request, summary, last)
-        return self._final(step, self._respond(step, request, summary, last, scores))
+        return self._respond(step, request, summary, last, scores)
+
+    def _score_key(self, step: Step) -> str:
+        return f"{step.key}/score" if step.key else "score"
 
     def _respond(self, step: Step, request: Any, summary: Any, last: Any, scores: ResponseScores | None) -> Any:
         if self.response == "last" or summary is None:
@@ -271,7 +201,7 @@ class SupervisorWorkflow(Workflow):
         entry = step.run.journal_get(key)
         if entry is not None:
             return ResponseScores.model_validate(entry["output"])
-        scores, usage = self._ask(self._score_text(request, summary, last), ResponseScores)
+        scores, usage = self.planner.ask(self._score_text(request, summary, last), ResponseScores)
         step.run.journal_put(key, scores.model_dump(mode="json"), {})
         if usage is not None:
             step.node.usage = usage if step.node.usage is None else step.node.usage + usage
@@ -282,7 +212,7 @@ class SupervisorWorkflow(Workflow):
         entry = step.run.journal_get(key)
         if entry is not None:
             return ResponseScores.model_validate(entry["output"])
-        scores, usage = await self._aask(self._score_text(request, summary, last), ResponseScores)
+        scores, usage = await self.planner.aask(self._score_text(request, summary, last), ResponseScores)
         step.run.journal_put(key, scores.model_dump(mode="json"), {})
         if usage is not None:
             step.node.usage = usage if step.node.usage is None else step.node.usage + usage
@@ -326,4 +256,4 @@ def supervisor(
     )
 
 
-__all__ = ["PlannerStep", "ResponseScores", "SupervisorWorkflow", "supervisor"]
+__all__ = ["ModelPlanner", "PlannerStep", "ResponseScores", "SupervisorWorkflow", "supervisor"]

@@ -56,4 +56,12 @@ EXPECTED: list[str] = [
     "parallel [('weather', 'sunny in Oslo'), ('events', 'a jazz night in Oslo')]",
     "True",
     "writer ['topic']",
+    "7",
+    "['extract_person', 'extract_sign', 'horoscope', 'find_story', 'write']",
+    "black holes evaporate slowly",
+    "bronchitis (fever, cough; infection markers up)",
+    "Verdict: acceptable, with credit where feasible.",
+    "9",
+    "AgentExecutionError ['credit Dmytro 100', 'debit Dmytro 100']",
+    "2 2",
 ]
