@@ -52,9 +52,11 @@ its own wire format. Everything else lives here, once:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from chatclient.prompt import ToolDefinition
 
 T = TypeVar("T")
+_log = logging.getLogger("chatclient.serving")
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 SINGLE_TARGET_NAME = "chatclient"
@@ -176,6 +179,46 @@ def error_for(exc: BaseException) -> EdgeError:
             )
         current = current.__cause__ or current.__context__
     return EdgeError(500, "Internal error.", type="server_error", code="internal_error")
+
+
+# -- conversations bound to principals ----------------------------------------------------------
+
+_NAMESPACE_PREFIX = "p-"
+
+
+def principal_identity(principal: Any, namespace: Callable[[Any], Any] | None = None) -> str:
+    """The identity that namespaces a principal's conversations: ``namespace(principal)`` when the app
+    has a ``conversation_namespace`` hook, else a ``str`` principal itself, else ``principal.id`` (or
+    ``principal["id"]`` of a mapping). ``TypeError`` for a principal that names nobody (``True``, an
+    object without ``id``): such a hook needs ``conversation_namespace=``, or every user would share
+    every conversation id."""
+    if namespace is not None:
+        value = namespace(principal)
+    elif isinstance(principal, str):
+        value = principal
+    elif isinstance(principal, Mapping):
+        value = principal.get("id")
+    else:
+        value = getattr(principal, "id", None)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value:
+        raise TypeError(
+            f"the auth hook's principal ({type(principal).__name__}) names no user to bind conversations to: "
+            "return the user's id (a str), an object with an 'id', or pass conversation_namespace=(principal) -> str"
+        )
+    return value
+
+
+def namespaced_conversation_id(identity: str, conversation_id: str) -> str:
+    """``conversation_id`` as one user's: ``"p-" + sha256(identity)[:32 hex] + ":" + conversation_id``.
+
+    The identity is hashed to a fixed-length hex part, so no identity or id can forge another pair's
+    result (no separator in an identity can shift the split), and the stored ids do not show who the
+    user is. Deterministic: the same user and id give the same conversation in every process.
+    """
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{_NAMESPACE_PREFIX}{digest}:{conversation_id}"
 
 
 # -- the turn and the events this module adds ------------------------------------------------------
@@ -326,15 +369,19 @@ class Edge:
         max_duration: float | None = None,
         surface: str = "a chatclient app",
         bind_host: str | None = None,
+        conversation_namespace: Callable[[Any], Any] | None = None,
     ) -> None:
         if auth is not None and not callable(auth):
             raise TypeError("auth takes a function auth(request) -> principal | None (sync or async)")
+        if conversation_namespace is not None and not callable(conversation_namespace):
+            raise TypeError("conversation_namespace takes a function (principal) -> str, the user's identity")
         if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be a positive int, got {max_body_bytes!r}")
         for label, value in (("allowed_hosts", allowed_hosts), ("allowed_origins", allowed_origins)):
             if isinstance(value, str):
                 raise TypeError(f"{label} takes a list of strings, not one string")
         self.auth = auth
+        self.conversation_namespace = conversation_namespace
         self.allowed_hosts = tuple(allowed_hosts or ())
         self.allowed_origins = tuple(allowed_origins or ())
         self.max_body_bytes = max_body_bytes
@@ -434,6 +481,20 @@ class Edge:
         """What the ``auth`` hook returned for this request (``None`` without a hook)."""
         return request.scope.get(_PRINCIPAL_SCOPE_KEY)
 
+    def conversation_key(self, conversation_id: str | None, principal: Any = None) -> str:
+        """The memory conversation id (and agent scope id) of the caller's ``conversation_id``.
+
+        ``None``: a fresh random id (a turn without an id shares nothing). Without a principal (no
+        ``auth`` hook) the caller's id as given. With one, the id is bound to the principal's identity
+        (``principal_identity``): ``namespaced_conversation_id(identity, conversation_id)``, so one
+        user can never continue, read or resume another user's conversation by sending its id.
+        """
+        if conversation_id is None:
+            return f"serving-{os.urandom(16).hex()}"
+        if principal is None:
+            return conversation_id
+        return namespaced_conversation_id(principal_identity(principal, self.conversation_namespace), conversation_id)
+
     # -- running -------------------------------------------------------------------------------
 
     def run_events(
@@ -461,9 +522,10 @@ class Edge:
     ) -> AsyncIterator[StreamEvent]:
         """``run_events``, with the turn checked and the run set up first: a turn the target cannot
         take raises ``EdgeError`` (400) here, before anything is sent."""
+        conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
-            return self._agent_events(target, self._agent_run(target, turn), turn)
-        spec, conversation_id = self._client_spec(target, turn, principal)
+            return self._agent_events(target, self._agent_run(target, turn, conversation_id), turn)
+        spec = self._client_spec(target, turn, principal, conversation_id)
         try:
             runner = spec.astream() if stream else spec.acall()
         except ValueError as exc:
@@ -475,7 +537,14 @@ class Edge:
             raise
         return self._client_events(target, runner, turn, conversation_id)
 
-    def _client_spec(self, client: ChatClient, turn: ChatTurn, principal: Any) -> tuple[Any, str]:
+    def _conversation_key(self, turn: ChatTurn, principal: Any) -> str:
+        try:
+            return self.conversation_key(turn.conversation_id, principal)
+        except TypeError as exc:  # the app's auth hook returned a principal that names nobody
+            _log.error("%s: %s", self.surface, exc)
+            raise EdgeError(500, "Internal error.", type="server_error", code="internal_error") from None
+
+    def _client_spec(self, client: ChatClient, turn: ChatTurn, principal: Any, conversation_id: str) -> Any:
         from chatclient.messages import SystemMessage
 
         spec = client.prompt()
@@ -485,7 +554,6 @@ class Edge:
             # own: a served prompt's instructions are the server's, not the caller's to replace.
             spec.system(messages.pop(0).text)
         spec.messages(*messages)
-        conversation_id = turn.conversation_id or f"serving-{os.urandom(16).hex()}"
         spec.advisors(
             params={**turn.context, ContextKeys.CONVERSATION_ID: conversation_id, ContextKeys.PRINCIPAL: principal}
         )
@@ -496,7 +564,7 @@ class Edge:
             spec.advisors(_return_caller_tools(frozenset(d.name for d in turn.caller_tools)))
         if self.max_duration is not None:
             spec.max_duration(self.max_duration)
-        return spec, conversation_id
+        return spec
 
     async def _client_events(
         self, client: ChatClient, runner: Any, turn: ChatTurn, conversation_id: str
@@ -521,10 +589,9 @@ class Edge:
         finally:
             await events.aclose()  # closes the chain and the model's response now
 
-    def _agent_run(self, agent: Any, turn: ChatTurn) -> Any:
+    def _agent_run(self, agent: Any, turn: ChatTurn, scope_id: str) -> Any:
         """The agent's run for this turn: a resume of the conversation's suspended run, or a new one."""
         store = self.scope_store
-        scope_id = turn.conversation_id or f"serving-{os.urandom(16).hex()}"
         stored = store.load(scope_id)
         answer = _newest_user_text(turn.messages)
         if stored is not None and stored._pending:
@@ -819,6 +886,8 @@ __all__ = [
     "check_target",
     "error_for",
     "has_memory",
+    "namespaced_conversation_id",
+    "principal_identity",
     "resolve_target",
     "sse_frame",
     "target_names",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from chatclient.asgi_guard import AuthHook
@@ -50,6 +50,7 @@ def openai_app(
     allowed_origins: Sequence[str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_duration: float | None = None,
+    conversation_namespace: Callable[[Any], str] | None = None,
 ) -> ServingApp:
     """An ASGI app answering the OpenAI Chat Completions API for ``target``.
 
@@ -58,7 +59,9 @@ def openai_app(
     (sync or async) refuses with 401 on ``None``; the principal reaches advisors as
     ``ContextKeys.PRINCIPAL``. ``allowed_hosts`` / ``allowed_origins`` widen the loopback-only
     Host/Origin policy; ``max_body_bytes`` caps the body (413); ``max_duration`` (seconds) bounds
-    each request (504).
+    each request (504). With ``auth``, conversation ids (and an agent's suspended runs) are bound to
+    the principal: ``conversation_namespace(principal) -> str`` names the user when the principal is
+    neither a ``str`` nor has an ``id``.
 
     With the header ``X-Conversation-Id`` the id is memory's conversation id and only the newest
     user message of the body is sent; without it the body's messages are the whole conversation.
@@ -79,6 +82,7 @@ def openai_app(
         max_body_bytes=max_body_bytes,
         max_duration=max_duration,
         surface="the OpenAI-compatible endpoint",
+        conversation_namespace=conversation_namespace,
     )
     created = int(time.time())
 
