@@ -14,7 +14,7 @@ import importlib
 import inspect
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, NoReturn, get_type_hints, overload
 
 from pydantic import ValidationError
 
@@ -147,6 +147,10 @@ class LlmAgent(Agent):
 
     def input_names(self) -> tuple[str, ...]:
         return self._inputs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """An agent is run, not called: this says how (``writer.run(topic=...)``)."""
+        raise TypeError(f"{self.name} is an agent, not a function: run it with its inputs by name: {self.call_hint()}")
 
     def _missing(self, scope: AgenticScope) -> list[str]:
         state = scope._state
@@ -340,7 +344,7 @@ class FunctionAgent(Agent):
         optional: bool = False,
         compensate: Callable[..., Any] | None = None,
     ) -> None:
-        if not callable(fn):
+        if not callable(fn) or isinstance(fn, Agent):
             raise TypeError(f"agent_function takes a function, got {type(fn).__name__}")
         if compensate is not None and not callable(compensate):
             raise TypeError("agent_function: compensate= must be a callable (the undo function)")

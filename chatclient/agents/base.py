@@ -44,7 +44,7 @@ MAX_DEPTH = 64
 MAX_ATTEMPTS = 100
 """Most attempts ``Recovery.retry()`` gets for one agent before the error is thrown anyway."""
 
-_RESERVED = frozenset({"scope_store", "scope_id", "monitor", "max_duration"})
+_RESERVED = frozenset({"scope_store", "scope_id", "monitor", "max_duration", "advisor_params"})
 
 
 # -- events -----------------------------------------------------------------------------------
@@ -164,7 +164,17 @@ _now = time.time
 class Run:
     """One execution of an agent tree: scope, store, monitor, event sink, cancellation and deadline."""
 
-    __slots__ = ("cancelled", "deadline", "emit", "is_async", "monitor", "scope", "store", "streaming")
+    __slots__ = (
+        "advisor_params",
+        "cancelled",
+        "deadline",
+        "emit",
+        "is_async",
+        "monitor",
+        "scope",
+        "store",
+        "streaming",
+    )
 
     def __init__(
         self,
@@ -175,8 +185,12 @@ class Run:
         emit: Callable[[StreamEvent], None] | None = None,
         max_duration: float | None = None,
         is_async: bool = False,
+        advisor_params: Mapping[str, Any] | None = None,
     ) -> None:
         self.scope = scope
+        # Request-context entries for every model call of the run (the caller's principal, say):
+        # never stored with the scope, so a resumed run gets them from its own caller.
+        self.advisor_params: Mapping[str, Any] = dict(advisor_params) if advisor_params else {}
         self.store = store
         self.monitor = monitor
         self.emit = emit
@@ -455,6 +469,35 @@ class Agent:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
+    # -- argument errors that say what to do ------------------------------------------------------
+
+    def _required_inputs(self) -> list[str]:
+        return [k for k, (_, required) in self.input_types().items() if required]
+
+    def call_hint(self, method: str = "run") -> str:
+        """How to run this agent, with its inputs by name: ``writer.run(topic=...)``."""
+        owner = self.name if self.name.isidentifier() else "agent"
+        names = self._required_inputs() or list(self.input_names())
+        return f"{owner}.{method}({', '.join(f'{k}=...' for k in names)})"
+
+    def _check_call(self, method: str, args: tuple[Any, ...], inputs: Mapping[str, Any], fresh: bool) -> None:
+        """Refuse positional inputs, and unknown input names given while required ones are missing,
+        saying how to call the agent (only for a fresh run: a recovered one has its stored inputs)."""
+        if args:
+            raise TypeError(f"{self.name}.{method}() takes its inputs by name: {self.call_hint(method)}")
+        if not fresh or self.optional:
+            return
+        known = set(self.input_names())
+        unknown = [k for k in inputs if k not in known]
+        missing = [k for k in self._required_inputs() if k not in inputs]
+        if unknown and missing:
+            raise AgentInputError(
+                self.name,
+                missing,
+                f"{self.name}.{method}() got {', '.join(map(repr, unknown))}; expected "
+                f"{', '.join(map(repr, missing))}: {self.call_hint(method)}",
+            )
+
     # -- running ----------------------------------------------------------------------------------
 
     def _prepare(
@@ -467,6 +510,7 @@ class Agent:
         emit: Callable[[StreamEvent], None] | None,
         is_async: bool,
         scope: AgenticScope | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
     ) -> Run:
         from chatclient.events import check_max_duration
 
@@ -486,7 +530,15 @@ class Agent:
                 scope._state = dict(scope._initial)
         else:
             scope = fresh if fresh is not None else AgenticScope(inputs, id=scope_id)
-        return Run(scope, store=scope_store, monitor=monitor, emit=emit, max_duration=max_duration, is_async=is_async)
+        return Run(
+            scope,
+            store=scope_store,
+            monitor=monitor,
+            emit=emit,
+            max_duration=max_duration,
+            is_async=is_async,
+            advisor_params=advisor_params,
+        )
 
     def _result(self, run: Run, output: Any, suspended: SuspendRun | None) -> AgentResult:
         from chatclient.models.base import Usage
@@ -556,11 +608,12 @@ class Agent:
 
     def run(
         self,
-        *,
+        *args: Any,
         scope_store: ScopeStore | None = None,
         scope_id: str | None = None,
         monitor: AgentMonitor | None = None,
         max_duration: float | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
         **inputs: Any,
     ) -> AgentResult:
         """Run with ``inputs`` as the scope's initial state.
@@ -568,31 +621,38 @@ class Agent:
         ``scope_id`` names the scope; with a ``scope_store`` holding that id, the run continues the
         stored one (after a crash: completed agents are not invoked again, their recorded results are
         replayed; inputs already stored are kept). ``monitor`` records the invocation tree;
-        ``max_duration`` (seconds) bounds the whole run (``DeadlineExceededError``).
+        ``max_duration`` (seconds) bounds the whole run (``DeadlineExceededError``);
+        ``advisor_params`` are added to the request context of every model call the run's agents
+        make (``ContextKeys.PRINCIPAL``, say, for a budget or rate limit per user); they are never
+        stored with the scope.
         """
-        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, False)
+        self._check_call("run", args, inputs, scope_store is None or scope_id is None)
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, False, None, advisor_params)
         return self._run_sync(run)
 
     async def arun(
         self,
-        *,
+        *args: Any,
         scope_store: ScopeStore | None = None,
         scope_id: str | None = None,
         monitor: AgentMonitor | None = None,
         max_duration: float | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
         **inputs: Any,
     ) -> AgentResult:
         """Async ``run``: model calls use ``acall``, ``parallel`` branches run as tasks."""
-        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, True)
+        self._check_call("arun", args, inputs, scope_store is None or scope_id is None)
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, True, None, advisor_params)
         return await self._run_async(run)
 
     def stream(
         self,
-        *,
+        *args: Any,
         scope_store: ScopeStore | None = None,
         scope_id: str | None = None,
         monitor: AgentMonitor | None = None,
         max_duration: float | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
         **inputs: Any,
     ) -> Iterator[StreamEvent]:
         """Run, yielding ``AgentStarted`` / ``AgentFinished`` for every agent, the tool and advisor
@@ -600,8 +660,9 @@ class Agent:
         the guide). The root's ``AgentFinished`` carries the result. Closing the iterator stops the
         run at the next chunk or agent boundary and waits for the agent in flight to return.
         """
+        self._check_call("stream", args, inputs, scope_store is None or scope_id is None)
         events: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, events.put, False)
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, events.put, False, None, advisor_params)
         done = object()
         box: list[BaseException] = []
 
@@ -632,34 +693,49 @@ class Agent:
 
     async def astream(
         self,
+        *args: Any,
+        scope_store: ScopeStore | None = None,
+        scope_id: str | None = None,
+        monitor: AgentMonitor | None = None,
+        max_duration: float | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
+        **inputs: Any,
+    ) -> AsyncIterator[StreamEvent]:
+        """Async ``stream``; closing it (``aclose()``, cancelling the consuming task) cancels the run's
+        task, which cancels every agent in flight (model calls, parallel branches).
+        ``arun_stream`` is the same stream with the run's result at the end."""
+        self._check_call("astream", args, inputs, scope_store is None or scope_id is None)
+        events = self.arun_stream(
+            scope_store=scope_store,
+            scope_id=scope_id,
+            monitor=monitor,
+            max_duration=max_duration,
+            advisor_params=advisor_params,
+            **inputs,
+        )
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+
+    def arun_stream(
+        self,
         *,
         scope_store: ScopeStore | None = None,
         scope_id: str | None = None,
         monitor: AgentMonitor | None = None,
         max_duration: float | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
         **inputs: Any,
-    ) -> AsyncIterator[StreamEvent]:
-        """Async ``stream``; closing it (``aclose()``, cancelling the consuming task) cancels the run's
-        task, which cancels every agent in flight (model calls, parallel branches)."""
-        events: asyncio.Queue[Any] = asyncio.Queue()
-        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, events.put_nowait, True)
-        task = asyncio.ensure_future(self._run_async(run))
-        task.add_done_callback(lambda _: events.put_nowait(task))
-        try:
-            while True:
-                item = await events.get()
-                if item is task:
-                    break
-                yield item
-            task.result()  # raise the run's error, if any
-        finally:
-            if not task.done():
-                run.cancelled = True
-                task.cancel()
-                try:
-                    await task
-                except BaseException:
-                    pass
+    ) -> AgentRunStream:
+        """The async run as an ``AgentRunStream``: the events of ``astream``, then ``stream.result``
+        (an ``AgentResult``: output, scope, and ``suspended`` when a ``human_input`` step waits).
+
+        The run is set up here (a claim in ``scope_store`` is taken now) and starts on the first
+        ``__anext__``; leave it with ``aclose()`` or ``async with``, which cancels the run's task."""
+        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, True, None, advisor_params)
+        return AgentRunStream(self, run)
 
     # -- human in the loop --------------------------------------------------------------------------
 
@@ -670,6 +746,8 @@ class Agent:
         scope_store: ScopeStore | None,
         monitor: AgentMonitor | None,
         is_async: bool,
+        max_duration: float | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
     ) -> Run:
         if isinstance(scope_or_json, AgenticScope):
             scope = scope_or_json
@@ -697,7 +775,9 @@ class Agent:
             except BaseException:
                 release_run(scope_store, scope.id)
                 raise
-        return self._prepare({}, scope_store, scope.id, monitor, None, None, is_async, scope=scope)
+        return self._prepare(
+            {}, scope_store, scope.id, monitor, max_duration, None, is_async, scope=scope, advisor_params=advisor_params
+        )
 
     def resume(
         self,
@@ -706,10 +786,14 @@ class Agent:
         *,
         scope_store: ScopeStore | None = None,
         monitor: AgentMonitor | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
     ) -> AgentResult:
         """Continue a suspended run with the human's ``answer`` (the scope, or its JSON from another
-        process). Completed agents are replayed from the journal, not invoked again."""
-        return self._run_sync(self._resume_run(scope_or_json, answer, scope_store, monitor, False))
+        process). Completed agents are replayed from the journal, not invoked again.
+        ``advisor_params`` as for ``run`` (a resume gets its own: they are not stored)."""
+        return self._run_sync(
+            self._resume_run(scope_or_json, answer, scope_store, monitor, False, advisor_params=advisor_params)
+        )
 
     async def aresume(
         self,
@@ -718,9 +802,31 @@ class Agent:
         *,
         scope_store: ScopeStore | None = None,
         monitor: AgentMonitor | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
     ) -> AgentResult:
         """Async ``resume``."""
-        return await self._run_async(self._resume_run(scope_or_json, answer, scope_store, monitor, True))
+        return await self._run_async(
+            self._resume_run(scope_or_json, answer, scope_store, monitor, True, advisor_params=advisor_params)
+        )
+
+    def aresume_stream(
+        self,
+        scope_or_json: AgenticScope | str | bytes,
+        answer: Any,
+        *,
+        scope_store: ScopeStore | None = None,
+        monitor: AgentMonitor | None = None,
+        max_duration: float | None = None,
+        advisor_params: Mapping[str, Any] | None = None,
+    ) -> AgentRunStream:
+        """``aresume`` as an ``AgentRunStream`` (the events as ``astream`` yields them, then ``result``).
+
+        The suspension is spent here (``AgenticScopeError`` when the scope waits for nothing,
+        ``RunClaimedError`` when another resume took it); ``max_duration`` bounds the resumed run."""
+        run = self._resume_run(
+            scope_or_json, answer, scope_store, monitor, True, max_duration=max_duration, advisor_params=advisor_params
+        )
+        return AgentRunStream(self, run)
 
     # -- as a tool ------------------------------------------------------------------------------------
 
@@ -730,6 +836,70 @@ class Agent:
         from chatclient.agents.tool import AgentTool
 
         return AgentTool(self, name=name, description=description)
+
+
+class AgentRunStream:
+    """The events of one async agent run (``Agent.arun_stream`` / ``Agent.aresume_stream``), then its
+    result: an async iterator of the events ``astream`` yields; once it is exhausted, ``result`` is
+    the run's ``AgentResult`` (``result.suspended`` when a ``human_input`` step waits, ``result.scope``
+    the scope). A failed run raises its error from the iteration. ``aclose()`` (or leaving
+    ``async with``) before the end cancels the run's task and every agent in flight."""
+
+    __slots__ = ("_events", "_run", "_task", "agent", "result")
+
+    def __init__(self, agent: Agent, run: Run) -> None:
+        self.agent = agent
+        self.result: AgentResult | None = None
+        self._run = run
+        self._events: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Future[AgentResult] | None = None
+        run.emit = self._events.put_nowait
+        run.streaming = True
+
+    @property
+    def scope(self) -> AgenticScope:
+        """The scope the run works on (its ``id`` names the run in a store)."""
+        return self._run.scope
+
+    def __aiter__(self) -> AgentRunStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        task = self._task
+        if task is None:
+            if self.result is not None or self._run.cancelled:
+                raise StopAsyncIteration
+            task = self._task = asyncio.ensure_future(self.agent._run_async(self._run))
+            task.add_done_callback(self._events.put_nowait)
+        elif task.done() and self._events.empty():
+            raise StopAsyncIteration
+        item = await self._events.get()
+        if item is task:
+            self.result = task.result()  # the run's error, if any, is raised here
+            raise StopAsyncIteration
+        return item  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        """Stop the run if it is still going (its agents are cancelled) and wait for it to end."""
+        run, task = self._run, self._task
+        if task is None:
+            if not run.cancelled and self.result is None:
+                run.cancelled = True
+                release_run(run.store, run.scope.id)  # set up, never started: give its claim back
+            return
+        if not task.done():
+            run.cancelled = True
+            task.cancel()
+            try:
+                await task
+            except BaseException:
+                pass
+
+    async def __aenter__(self) -> AgentRunStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 # -- workflows --------------------------------------------------------------------------------
