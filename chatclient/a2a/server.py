@@ -23,21 +23,24 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import sys
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from chatclient.a2a._sdk import EXTRA_HINT, clip, output_text, sdk
 from chatclient.agents.base import Agent
-from chatclient.agents.scope import AgenticScope
 from chatclient.asgi_guard import AuthHook, HostOriginGuard, guarded
 from chatclient.events import TextDelta
 
 MAX_CONTEXTS = 1_000
 """Default number of conversations (A2A contexts) and waiting tasks a server remembers (oldest dropped)."""
+MAX_CONTEXT_BYTES = 64 * 1024 * 1024
+"""Default cap on about how many bytes the remembered conversations' states hold (and, apart, the
+waiting runs' scopes); the oldest are dropped past it."""
 MAX_REQUEST_BYTES = 1_000_000
 """Default cap on the bytes of one request body; larger ones get 413."""
 MAX_FINISHED_TASKS = 1_000
@@ -49,25 +52,86 @@ CARD_CACHE_CONTROL = "public, max-age=300"
 """Default ``Cache-Control`` of the agent card: clients and proxies may reuse it for five minutes."""
 
 
+def _approx_bytes(value: Any, max_objects: int = 100_000) -> int:
+    """About how many bytes ``value`` holds: each object's own size, containers and object attributes
+    walked (each object once; past ``max_objects`` objects the walk stops, so the figure is a floor)."""
+    seen: set[int] = set()
+    stack = [value]
+    total = 0
+    while stack and len(seen) < max_objects:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)
+        if isinstance(item, (str, bytes, bytearray, int, float)):
+            continue
+        if isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        elif hasattr(item, "__dict__"):
+            stack.append(vars(item))
+    return total
+
+
+class _Recent:
+    """The newest entries, at most ``max_items`` of about ``max_bytes`` in all (oldest dropped first;
+    the entry just added stays even alone over ``max_bytes``)."""
+
+    def __init__(self, max_items: int, max_bytes: int, measure: Callable[[Any], int]) -> None:
+        self.max_items, self.max_bytes, self.measure = max_items, max_bytes, measure
+        self.held_bytes = 0
+        self._entries: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._entries))
+
+    def get(self, key: str) -> Any:
+        entry = self._entries.get(key)
+        return None if entry is None else entry[0]
+
+    def pop(self, key: str) -> Any:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return None
+        self.held_bytes -= entry[1]
+        return entry[0]
+
+    def put(self, key: str, value: Any) -> None:
+        self.pop(key)
+        size = self.measure(value)
+        self._entries[key] = (value, size)
+        self.held_bytes += size
+        while len(self._entries) > 1 and (len(self._entries) > self.max_items or self.held_bytes > self.max_bytes):
+            _, (_, old_size) = self._entries.popitem(last=False)
+            self.held_bytes -= old_size
+
+
 class _AgentExecutor:
     """Runs a chatclient ``Agent`` for each A2A message (the SDK's ``AgentExecutor`` interface)."""
 
     def __init__(
-        self, agent: Agent, *, input_key: str, expose_errors: bool, max_contexts: int, max_duration: float | None
+        self,
+        agent: Agent,
+        *,
+        input_key: str,
+        expose_errors: bool,
+        max_contexts: int,
+        max_context_bytes: int,
+        max_duration: float | None,
     ) -> None:
         self.agent = agent
         self.max_duration = max_duration
         self.input_key = input_key
         self.expose_errors = expose_errors
-        self.max_contexts = max_contexts
-        self._contexts: OrderedDict[str, dict[str, Any]] = OrderedDict()  # context id -> last scope state
-        self._waiting: OrderedDict[str, AgenticScope] = OrderedDict()  # task id -> suspended scope
-
-    def _remember(self, table: OrderedDict[str, Any], key: str, value: Any) -> None:
-        table[key] = value
-        table.move_to_end(key)
-        while len(table) > self.max_contexts:
-            table.popitem(last=False)
+        # context key -> the last run's scope state; task key -> the suspended scope waiting for an answer
+        self._contexts = _Recent(max_contexts, max_context_bytes, _approx_bytes)
+        self._waiting = _Recent(max_contexts, max_context_bytes, lambda scope: _approx_bytes(scope.state))
 
     async def execute(self, context: Any, event_queue: Any) -> None:
         a2a = sdk()
@@ -102,14 +166,17 @@ class _AgentExecutor:
         except Exception:  # no call context (a direct executor call)
             owner = ""
         context_key, task_key = f"{owner}\x00{context_id}", f"{owner}\x00{task_id}"
-        waiting = self._waiting.pop(task_key, None)
+        waiting = self._waiting.pop(task_key)
         current = context.current_task
         if (
             waiting is None
             and current is not None
             and current.status.state == types.TaskState.TASK_STATE_INPUT_REQUIRED
         ):
-            note = "this server no longer holds the run waiting for this answer (restarted, or more than max_contexts waiting)"
+            note = (
+                "this server no longer holds the run waiting for this answer (restarted, or more than "
+                "max_contexts / max_context_bytes waiting)"
+            )
             await updater.failed(updater.new_agent_message([types.Part(text=note)]))
             return
         if waiting is not None:
@@ -120,7 +187,7 @@ class _AgentExecutor:
 
                 run.deadline = Deadline.start(self.max_duration)
         else:
-            inputs = dict(self._contexts.get(context_key, {}))
+            inputs = dict(self._contexts.get(context_key) or {})
             inputs[self.input_key] = text
             run = agent._prepare(inputs, None, None, None, self.max_duration, emit, True)
         artifact_id = uuid.uuid4().hex
@@ -148,10 +215,10 @@ class _AgentExecutor:
                 raise
             await _finish(forwarder, deltas, loop)
             if result.suspended is not None:
-                self._remember(self._waiting, task_key, result.scope)
+                self._waiting.put(task_key, result.scope)
                 await updater.requires_input(updater.new_agent_message([types.Part(text=result.suspended.question)]))
                 return
-            self._remember(self._contexts, context_key, dict(result.scope.state))
+            self._contexts.put(context_key, dict(result.scope.state))
             answer = output_text(result.output)
             if "".join(streamed) != answer:  # nothing streamed, or the workflow's output is not its last text
                 await updater.add_artifact(
@@ -169,7 +236,7 @@ class _AgentExecutor:
 
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         for key in [k for k in self._waiting if k.endswith(f"\x00{context.task_id}")]:
-            self._waiting.pop(key, None)
+            self._waiting.pop(key)
         await updater.cancel()
 
 
@@ -300,6 +367,7 @@ def a2a_app(
     streaming: bool = True,
     expose_errors: bool = False,
     max_contexts: int = MAX_CONTEXTS,
+    max_context_bytes: int = MAX_CONTEXT_BYTES,
     max_request_bytes: int = MAX_REQUEST_BYTES,
     max_duration: float | None = None,
     task_store: Any = None,
@@ -333,6 +401,7 @@ def a2a_app(
         raise TypeError(f"a2a_app serves a chatclient Agent, got {type(agent).__name__}")
     for label, value in (
         ("max_contexts", max_contexts),
+        ("max_context_bytes", max_context_bytes),
         ("max_request_bytes", max_request_bytes),
         ("max_finished_tasks", max_finished_tasks),
         ("max_finished_bytes", max_finished_bytes),
@@ -379,7 +448,12 @@ def a2a_app(
 
         max_duration = check_max_duration(max_duration)
     executor = _executor_class()(
-        agent, input_key=input_key, expose_errors=expose_errors, max_contexts=max_contexts, max_duration=max_duration
+        agent,
+        input_key=input_key,
+        expose_errors=expose_errors,
+        max_contexts=max_contexts,
+        max_context_bytes=max_context_bytes,
+        max_duration=max_duration,
     )
     if task_store is None:
         task_store = BoundedTaskStore(max_finished_tasks, max_finished_bytes)
@@ -463,7 +537,7 @@ def serve_a2a(
     """Serve ``agent`` (any agent or workflow) over A2A with uvicorn in a background thread.
 
     ``port=0`` picks a free port (see ``server.url``). ``options`` go to ``a2a_app`` (``input_key``,
-    ``expose_errors``, ``max_contexts``, ``max_request_bytes``, ``max_duration``, ``task_store``,
+    ``expose_errors``, ``max_contexts``, ``max_context_bytes``, ``max_request_bytes``, ``max_duration``, ``task_store``,
     ``max_finished_tasks``, ``max_finished_bytes``, ``card_cache_control``, ``version``,
     ``streaming``, ``allowed_hosts``, ``allowed_origins``, ``auth``). Returns an ``A2AServer``; call
     ``stop()`` or use it as a context manager.

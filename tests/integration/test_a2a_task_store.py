@@ -133,3 +133,35 @@ def test_tasks_waiting_for_input_are_never_dropped() -> None:
 def test_the_bounds_must_be_positive_integers(knob: str, value: Any) -> None:
     with pytest.raises(ValueError, match=knob):
         a2a_app(ECHO, url="http://127.0.0.1:8000/", **{knob: value})
+
+
+@agent_function(output_key="turns")
+def tally(request: str, turns: int = 0) -> int:
+    """Counts the turns of a conversation; the request (kept in the scope) may be large."""
+    return turns + 1
+
+
+def test_remembered_conversations_are_bounded_by_bytes_too() -> None:
+    """The benchmark of item 2 found the next holder: every conversation's scope state (a 0.9 MB
+    request each) stayed until max_contexts=1,000 conversations were held."""
+    served = sequence(tally, name="tally", output=lambda scope: f"turn {scope.read('turns')}")
+    with running(lambda url: a2a_app(served, url=url, max_context_bytes=250_000)) as url:
+        remote = a2a_agent(url)
+        first = remote.run(request="a" * 100_000)
+        others = [remote.run(request=f"{n}" * 100_000) for n in range(5)]
+        assert remote.run(request="b", tally_context_id=others[-1].scope.read("tally_context_id")).output == "turn 2"
+        # The oldest conversation was dropped to stay under 250 KB: it starts over.
+        assert remote.run(request="c", tally_context_id=first.scope.read("tally_context_id")).output == "turn 1"
+
+
+def test_approx_bytes_counts_text_containers_and_objects_once() -> None:
+    from chatclient.a2a.server import _approx_bytes
+
+    text = "x" * 10_000
+    assert 10_000 < _approx_bytes({"a": text, "b": text}) < 11_000  # the same string counted once
+    assert _approx_bytes([text, "y" * 10_000]) > 20_000
+    assert _approx_bytes({"obj": ECHO}) > _approx_bytes({"obj": None})
+    loop: list[Any] = []
+    loop.append(loop)
+    assert _approx_bytes(loop) < 1_000  # a cycle ends
+    assert _approx_bytes(list(range(1_000_000)), max_objects=1_000) < 8_100_000  # the walk is bounded
