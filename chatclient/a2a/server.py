@@ -493,8 +493,14 @@ class _App:
         self._open = guarded(inner, guard) if auth is not None else self._gate
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        public = scope["type"] == "http" and scope.get("path") == CARD_PATH and scope.get("method") in ("GET", "HEAD")
+        public = scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and _route_path(scope) == CARD_PATH
         await (self._open if public else self._gate)(scope, receive, send)
+
+
+def _route_path(scope: Any) -> str:
+    """The request's path inside this app (mounted under a prefix, Starlette keeps the prefix in ``path``)."""
+    path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 class A2AServer:

@@ -157,3 +157,18 @@ def test_bad_guard_arguments_are_refused_when_building() -> None:
         a2a_app(RECORDER, url="http://127.0.0.1:8000/", auth="secret")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="valid port"):
         a2a_app(RECORDER, url="http://127.0.0.1:notaport/")
+
+
+def test_mounted_under_a_prefix_the_card_stays_public_and_the_rest_needs_auth() -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    def make(url: str) -> Any:
+        inner = a2a_app(RECORDER, url=url, auth=lambda request: request.headers.get("x-key") == "k")
+        return Starlette(routes=[Mount("/agents", app=inner)])
+
+    with running(make) as url:
+        assert httpx.get(url + "agents/.well-known/agent-card.json").status_code == 200
+        assert post(url + "agents/", "no key").status_code == 401
+        assert post(url + "agents/", "with key", **{"X-Key": "k"}).status_code == 200
+        assert httpx.get(url + "agents/.well-known/agent-card.json", headers={"Host": "evil.example"}).status_code == 421
