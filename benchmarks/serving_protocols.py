@@ -48,7 +48,9 @@ def producers() -> dict[str, Callable[[list[Any]], AsyncIterator[bytes]]]:
     return {
         "openai_app": lambda items: openai_compat._chunks(replay(items), parsed),
         "ai_sdk_app": lambda items: ai_sdk._frames(replay(items)),
-        "ag_ui_app": lambda items: ag_ui._frames(replay(items), "thread", "run", EventEncoder(), OrderedDict()),
+        "ag_ui_app": lambda items: ag_ui._frames(
+            replay(items), ag_ui._Translation("thread", "run", OrderedDict(), "thread"), EventEncoder()
+        ),
     }
 
 

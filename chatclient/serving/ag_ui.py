@@ -58,7 +58,7 @@ from chatclient.serving._history import answer_text, checked_id, conversation, j
 HUMAN_INPUT_REASON = "human_input"
 """The ``reason`` of the interrupt a waiting ``human_input`` step ends its run with."""
 MAX_PENDING_INTERRUPTS = 10_000
-"""Open interrupts remembered (by thread) to check the resume entries that answer them."""
+"""Open interrupts remembered (by conversation) to check the resume entries that answer them."""
 
 
 def _require_ag_ui() -> None:
@@ -108,7 +108,9 @@ def ag_ui_app(
         max_duration=max_duration,
         surface="the AG-UI endpoint",
     )
-    interrupts: OrderedDict[str, str] = OrderedDict()  # thread id -> the id of its open interrupt
+    # The id of each conversation's open interrupt. Keyed like memory and agent scopes
+    # (Edge.conversation_key): with an auth hook, a thread id is bound to its user.
+    interrupts: OrderedDict[str, str] = OrderedDict()
 
     async def run(request: Any) -> Any:
         from ag_ui.encoder import EventEncoder
@@ -117,12 +119,14 @@ def ag_ui_app(
             body = await edge.read_json(request)
             run_input = _parse(body)
             chosen = resolve_target(targets, request.path_params.get("name"))
-            turn = _turn(run_input, chosen, interrupts, edge)
-        except EdgeError as exc:
-            return _error_response(exc)
+            principal = edge.principal(request)
+            key = edge.conversation_key(run_input.thread_id, principal)
+            turn = _turn(run_input, chosen, interrupts, key, edge)
+            events = edge.start_events(chosen, turn, principal=principal)
+        except Exception as exc:  # EdgeError, or a principal that names nobody (a 500)
+            return _error_response(error_for(exc))
         encoder = EventEncoder(accept=request.headers.get("accept"))
-        events = edge.run_events(chosen, turn, principal=edge.principal(request))
-        frames = _frames(events, run_input.thread_id, run_input.run_id, encoder, interrupts)
+        frames = _frames(events, _Translation(run_input.thread_id, run_input.run_id, interrupts, key), encoder)
         return edge.event_stream(frames, media_type=encoder.get_content_type())
 
     routes = [Route("/", run, methods=["POST"]), Route("/{name:path}", run, methods=["POST"])]
@@ -174,7 +178,7 @@ def _parse(body: Any) -> Any:
     return run_input
 
 
-def _turn(run_input: Any, target: Any, interrupts: OrderedDict[str, str], edge: Edge) -> ChatTurn:
+def _turn(run_input: Any, target: Any, interrupts: OrderedDict[str, str], key: str, edge: Edge) -> ChatTurn:
     """The ``ChatTurn`` of one run: resume answers first, then the conversation, tools and inputs."""
     from chatclient.messages import UserMessage
     from chatclient.prompt import ToolDefinition
@@ -193,7 +197,7 @@ def _turn(run_input: Any, target: Any, interrupts: OrderedDict[str, str], edge: 
     inputs = forwarded.get("inputs")
     agent_inputs = dict(inputs) if isinstance(inputs, dict) else None
 
-    resumed = _resume_answer(run_input, interrupts, edge)
+    resumed = _resume_answer(run_input, interrupts, key, edge)
     if resumed is not None:
         return ChatTurn((UserMessage(resumed),), conversation_id=thread, caller_tools=tuple(tools))
     raw = [m for m in (_openai_message(message) for message in run_input.messages) if m is not None]
@@ -203,23 +207,22 @@ def _turn(run_input: Any, target: Any, interrupts: OrderedDict[str, str], edge: 
     return ChatTurn(messages, conversation_id=thread, caller_tools=tuple(tools), agent_inputs=agent_inputs)
 
 
-def _resume_answer(run_input: Any, interrupts: OrderedDict[str, str], edge: Edge) -> str | None:
+def _resume_answer(run_input: Any, interrupts: OrderedDict[str, str], key: str, edge: Edge) -> str | None:
     """The answer a run's ``resume`` entries give the thread's open interrupt (``None``: no resume).
 
     A ``cancelled`` entry drops the waiting run: the thread starts afresh with the run's messages.
     """
-    thread = run_input.thread_id
     entries = run_input.resume or ()
     if not entries:
-        interrupts.pop(thread, None)  # a plain run answers (or replaces) whatever waited
+        interrupts.pop(key, None)  # a plain run answers (or replaces) whatever waited
         return None
-    expected = interrupts.get(thread)
+    expected = interrupts.get(key)
     entry = entries[0]
     if expected is None or len(entries) != 1 or entry.interrupt_id != expected:
         raise EdgeError(400, "The resume entry answers no open interrupt of this thread.", code="unknown_interrupt")
-    del interrupts[thread]
+    del interrupts[key]
     if entry.status == "cancelled":
-        edge.scope_store.delete(thread)
+        edge.scope_store.delete(key)
         return None
     if entry.payload is None:
         raise EdgeError(400, "A resolved resume entry needs a payload: the answer.", code="invalid_resume")
@@ -271,10 +274,11 @@ def _openai_message(message: Any) -> dict[str, Any] | None:
 class _Translation:
     """Turns one run's ``chatclient.events`` into AG-UI events, keeping the open message in order."""
 
-    def __init__(self, thread_id: str, run_id: str, interrupts: OrderedDict[str, str]) -> None:
+    def __init__(self, thread_id: str, run_id: str, interrupts: OrderedDict[str, str], key: str) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self.interrupts = interrupts
+        self.key = key  # the conversation's key in ``interrupts``
         self.message_id: str | None = None  # the open text message
         self.reasoning_id: str | None = None  # the open reasoning message
         self.last_message_id: str | None = None  # the assistant message tool calls belong to
@@ -406,8 +410,8 @@ class _Translation:
         outcome: Any
         if self.suspended is not None:
             interrupt_id = f"interrupt-{uuid.uuid4().hex}"
-            self.interrupts[self.thread_id] = interrupt_id
-            self.interrupts.move_to_end(self.thread_id)
+            self.interrupts[self.key] = interrupt_id
+            self.interrupts.move_to_end(self.key)
             while len(self.interrupts) > MAX_PENDING_INTERRUPTS:
                 self.interrupts.popitem(last=False)
             outcome = RunFinishedInterruptOutcome(
@@ -434,11 +438,8 @@ class _Translation:
         ]
 
 
-async def _frames(
-    events: AsyncIterator[StreamEvent], thread_id: str, run_id: str, encoder: Any, interrupts: OrderedDict[str, str]
-) -> AsyncIterator[bytes]:
+async def _frames(events: AsyncIterator[StreamEvent], run: _Translation, encoder: Any) -> AsyncIterator[bytes]:
     """The encoded AG-UI events of one run; a failure after ``RUN_STARTED`` is a ``RUN_ERROR`` in the stream."""
-    run = _Translation(thread_id, run_id, interrupts)
     for item in run.start():
         yield encoder.encode(item).encode()
     try:

@@ -106,9 +106,9 @@ def ai_sdk_app(
             body = await edge.read_json(request)
             chosen = resolve_target(targets, request.path_params.get("name"))
             turn = _turn(body, chosen)
+            events = edge.start_events(chosen, turn, principal=edge.principal(request))
         except EdgeError as exc:
             return _error_response(exc)
-        events = edge.run_events(chosen, turn, principal=edge.principal(request))
         return edge.event_stream(_frames(events), headers={STREAM_HEADER: "v1"})
 
     routes = [Route("/", chat, methods=["POST"]), Route("/{name:path}", chat, methods=["POST"])]

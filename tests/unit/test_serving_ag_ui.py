@@ -453,3 +453,35 @@ def test_a_hosted_tool_the_provider_ran_is_a_tool_call_with_its_result() -> None
     assert calls[0]["toolCallName"] == "web_search" and json.loads(calls[1]["delta"]) == {"query": "library hours"}
     assert json.loads(calls[3]["content"]) == {"sources": ["https://library.example"]}
     assert events[-1]["outcome"] == {"type": "success"}  # the provider ran it: nothing pending
+
+
+def test_interrupts_are_bound_to_the_user_like_memory() -> None:
+    flow = sequence(human_input(question="What is your name?", output_key="name"), greet, output_key="greeting")
+
+    def auth(request: Any) -> str | None:
+        return {"Bearer ann": "ann", "Bearer bob": "bob"}.get(request.headers.get("authorization", ""))
+
+    ann, bob = {"authorization": "Bearer ann"}, {"authorization": "Bearer bob"}
+    start = run_input(user("hi"), thread="shared-id")
+    with running(ag_ui_app(flow, auth=auth)) as url:
+        interrupt_id = events_of(post(url, start, headers=ann))[-1]["outcome"]["interrupts"][0]["id"]
+        resume = [{"interruptId": interrupt_id, "status": "resolved", "payload": "Bob"}]
+        stolen = post(url, run_input(thread="shared-id", run="r2", resume=resume), headers=bob)
+        bobs_own = events_of(post(url, start, headers=bob))  # the same thread id: a conversation of his own
+        resume[0]["payload"] = "Ann"
+        anns = events_of(post(url, run_input(thread="shared-id", run="r3", resume=resume), headers=ann))
+    assert stolen.status_code == 400 and stolen.json()["code"] == "unknown_interrupt"
+    assert bobs_own[-1]["outcome"]["type"] == "interrupt"
+    assert next(e for e in anns if e["type"] == "STATE_SNAPSHOT")["snapshot"]["greeting"] == "Hello Ann!"
+
+
+def test_a_turn_the_target_cannot_take_is_refused_before_the_stream() -> None:
+    @agent_function(output_key="sum")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with running(ag_ui_app(add)) as url:
+        refused = post(url, run_input(user("1 and 2")))
+        summed = events_of(post(url, run_input(user("go"), forwardedProps={"inputs": {"a": 1, "b": 2}})))
+    assert refused.status_code == 400 and refused.json()["code"] == "agent_inputs_required"
+    assert next(e for e in summed if e["type"] == "STATE_SNAPSHOT")["snapshot"]["sum"] == 3

@@ -431,3 +431,14 @@ def test_a_hosted_tool_the_provider_ran_is_a_provider_executed_tool_part() -> No
             "output": {"sources": ["https://library.example"]},
         },
     ]
+
+
+def test_a_turn_the_target_cannot_take_is_refused_before_the_stream() -> None:
+    @agent_function(output_key="sum")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with running(ai_sdk_app(add)) as url:
+        refused = post(url, chat(ui_user("1 and 2")))
+    assert refused.status_code == 400
+    assert refused.json()["type"] == "error" and "several inputs" in refused.json()["errorText"]
