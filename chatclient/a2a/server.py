@@ -26,6 +26,7 @@ import socket
 import sys
 import threading
 import uuid
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -567,10 +568,18 @@ def serve_a2a(
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/"
     try:
-        app = a2a_app(agent, url=url, name=name, description=description, **options)
+        with warnings.catch_warnings(record=True) as said:  # said again below, at the caller's line
+            warnings.simplefilter("always")
+            app = a2a_app(agent, url=url, name=name, description=description, **options)
     except BaseException:
         sock.close()
         raise
+    for warning in said:
+        try:
+            warnings.warn(warning.message, warning.category, stacklevel=2)
+        except BaseException:  # a filter turned it into an error: nothing was started yet
+            sock.close()
+            raise
     config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     failure: list[BaseException] = []

@@ -134,8 +134,9 @@ def test_a_hook_that_says_false_refuses_and_true_lets_in() -> None:
 
 
 def test_a_wildcard_bind_warns_at_start_naming_the_fix() -> None:
-    with pytest.warns(UserWarning, match=r"non-loopback address '0\.0\.0\.0'.*allowed_hosts=\[\.\.\.\].*auth=<hook>"):
+    with pytest.warns(UserWarning, match=r"non-loopback address '0\.0\.0\.0'.*allowed_hosts=\[\.\.\.\].*auth=<hook>") as said:
         server = serve_a2a(RECORDER, host="0.0.0.0")
+    assert [w.filename for w in said] == [__file__]  # shown at the caller's line, once
     with server:
         port = server.url.rsplit(":", 1)[1].strip("/")
         # Nothing to check Host against: that is what the warning is about.
