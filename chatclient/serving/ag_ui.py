@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from chatclient.asgi_guard import AuthHook
@@ -76,6 +76,7 @@ def ag_ui_app(
     allowed_origins: Sequence[str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_duration: float | None = None,
+    conversation_namespace: Callable[[Any], str] | None = None,
 ) -> ServingApp:
     """An ASGI app answering the AG-UI protocol for ``target`` at ``POST /``.
 
@@ -83,7 +84,8 @@ def ag_ui_app(
     one; ``POST /`` a single target). The options are ``openai_app``'s: ``auth(request) ->
     principal | None`` (401 on ``None``; the principal reaches advisors as
     ``ContextKeys.PRINCIPAL``), ``allowed_hosts`` / ``allowed_origins``, ``max_body_bytes`` (413),
-    ``max_duration`` (seconds).
+    ``max_duration`` (seconds), ``conversation_namespace(principal) -> str`` (the user a principal
+    names, when it is not a ``str`` or has no ``id``: conversations are bound to it).
 
     The ``threadId`` is the memory conversation id (with a memory advisor only the newest user
     message is sent). ``tools`` in the input are the caller's: when the model calls one, the run
@@ -107,6 +109,7 @@ def ag_ui_app(
         max_body_bytes=max_body_bytes,
         max_duration=max_duration,
         surface="the AG-UI endpoint",
+        conversation_namespace=conversation_namespace,
     )
     # The id of each conversation's open interrupt. Keyed like memory and agent scopes
     # (Edge.conversation_key): with an auth hook, a thread id is bound to its user.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from chatclient.asgi_guard import AuthHook
@@ -71,6 +71,7 @@ def ai_sdk_app(
     allowed_origins: Sequence[str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_duration: float | None = None,
+    conversation_namespace: Callable[[Any], str] | None = None,
 ) -> ServingApp:
     """An ASGI app answering the Vercel AI SDK UI message stream (v1) for ``target`` at ``POST /``.
 
@@ -78,7 +79,8 @@ def ai_sdk_app(
     one; ``POST /`` a single target). The options are ``openai_app``'s: ``auth(request) ->
     principal | None`` (401 on ``None``; the principal reaches advisors as
     ``ContextKeys.PRINCIPAL``), ``allowed_hosts`` / ``allowed_origins``, ``max_body_bytes`` (413),
-    ``max_duration`` (seconds).
+    ``max_duration`` (seconds), ``conversation_namespace(principal) -> str`` (the user a principal
+    names, when it is not a ``str`` or has no ``id``: conversations are bound to it).
 
     The body's ``id`` (the chat id) is the memory conversation id: with a memory advisor on the
     target only the newest user message is sent. The target's tools run on the server and show as
@@ -99,6 +101,7 @@ def ai_sdk_app(
         max_body_bytes=max_body_bytes,
         max_duration=max_duration,
         surface="the AI SDK endpoint",
+        conversation_namespace=conversation_namespace,
     )
 
     async def chat(request: Any) -> Any:

@@ -442,3 +442,30 @@ def test_a_turn_the_target_cannot_take_is_refused_before_the_stream() -> None:
         refused = post(url, chat(ui_user("1 and 2")))
     assert refused.status_code == 400
     assert refused.json()["type"] == "error" and "several inputs" in refused.json()["errorText"]
+
+
+class Login:
+    def __init__(self, tenant: str, name: str) -> None:
+        self.tenant, self.name = tenant, name
+
+
+def test_chats_are_bound_to_the_user_the_namespace_hook_names() -> None:
+    model = ScriptedChatModel(["for ann", "for bob", "again ann"])
+    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
+    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+
+    def auth(request: Any) -> Login | None:
+        return {"Bearer ann": Login("acme", "ann"), "Bearer bob": Login("acme", "bob")}.get(
+            request.headers.get("authorization", "")
+        )
+
+    app = ai_sdk_app(client, auth=auth, conversation_namespace=lambda login: f"{login.tenant}/{login.name}")
+    with running(app) as url:
+        chunks_of(post(url, chat(ui_user("ann's secret"), id="same"), headers={"authorization": "Bearer ann"}))
+        chunks_of(post(url, chat(ui_user("bob here"), id="same"), headers={"authorization": "Bearer bob"}))
+        assert [m.text for m in model.last_prompt.messages] == ["bob here"]  # nothing of ann's
+        chunks_of(post(url, chat(ui_user("me again"), id="same"), headers={"authorization": "Bearer ann"}))
+        assert [m.text for m in model.last_prompt.messages] == ["ann's secret", "for ann", "me again"]
+    with running(ai_sdk_app(client, auth=auth)) as url:  # a principal that names nobody, and no hook
+        unnamed = post(url, chat(ui_user("x"), id="same"), headers={"authorization": "Bearer ann"})
+    assert unnamed.status_code == 500 and unnamed.json() == {"type": "error", "errorText": "Internal error."}
