@@ -151,7 +151,9 @@ def _turn(body: Any, target: Any) -> ChatTurn:
         raw.extend(_openai_messages(message))
     if not raw:
         raise _bad("'messages' has nothing to answer.")
-    return ChatTurn(conversation(raw, memory=has_memory(target)), conversation_id=chat_id)
+    inputs = body.get("inputs")  # an agent's inputs by name (useChat's `body` option), when it reads several
+    agent_inputs = dict(inputs) if isinstance(inputs, dict) else None
+    return ChatTurn(conversation(raw, memory=has_memory(target)), conversation_id=chat_id, agent_inputs=agent_inputs)
 
 
 def _text_parts(parts: list[Any]) -> str:

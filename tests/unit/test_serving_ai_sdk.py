@@ -440,6 +440,8 @@ def test_a_turn_the_target_cannot_take_is_refused_before_the_stream() -> None:
 
     with running(ai_sdk_app(add)) as url:
         refused = post(url, chat(ui_user("1 and 2")))
+        summed = chunks_of(post(url, {**chat(ui_user("go")), "inputs": {"a": 1, "b": 2}}))
+    assert [c["delta"] for c in summed if c["type"] == "text-delta"] == ["3"]
     assert refused.status_code == 400
     assert refused.json()["type"] == "error" and "several inputs" in refused.json()["errorText"]
 
