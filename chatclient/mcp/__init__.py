@@ -16,12 +16,21 @@ from chatclient._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from chatclient.mcp.client import McpClient
+    from chatclient.mcp.elicitation import ElicitationHandler, ElicitationRequest, ElicitationResponse
     from chatclient.mcp.resources import McpResourceReader
     from chatclient.mcp.sampling import SamplingApproval, SamplingRequest
     from chatclient.mcp.server import aserve, build_server, chat_client_tool, serve
+    from chatclient.mcp.serving import EmbeddedResource, McpServerContext, ResourceChanges, mcp_server_context
     from chatclient.mcp.tools import McpToolCallback, McpToolProvider, McpToolResult, map_result
 
 _LAZY = {
+    "ElicitationHandler": "chatclient.mcp.elicitation",
+    "ElicitationRequest": "chatclient.mcp.elicitation",
+    "ElicitationResponse": "chatclient.mcp.elicitation",
+    "EmbeddedResource": "chatclient.mcp.serving",
+    "McpServerContext": "chatclient.mcp.serving",
+    "ResourceChanges": "chatclient.mcp.serving",
+    "mcp_server_context": "chatclient.mcp.serving",
     "McpClient": "chatclient.mcp.client",
     "McpResourceReader": "chatclient.mcp.resources",
     "McpToolCallback": "chatclient.mcp.tools",
@@ -39,6 +48,13 @@ _LAZY = {
 __getattr__ = lazy_getattr("chatclient.mcp", _LAZY, globals())
 
 __all__ = [
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResponse",
+    "EmbeddedResource",
+    "McpServerContext",
+    "ResourceChanges",
+    "mcp_server_context",
     "McpClient",
     "McpResourceReader",
     "McpToolCallback",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import re
@@ -52,6 +53,7 @@ from chatclient.messages import Message
 
 if TYPE_CHECKING:
     from chatclient.client import ChatClient
+    from chatclient.mcp.elicitation import ElicitationHandler
     from chatclient.mcp.sampling import SamplingApproval
     from chatclient.rag.documents import Document
 
@@ -68,6 +70,10 @@ MAX_ITEMS = 2000
 STDERR_TAIL_BYTES = 8192
 
 ProgressCallback = Callable[[float, "float | None", "str | None"], object]
+ResourceUpdateCallback = Callable[[str], object]
+"""``callback(uri)``, sync or async: a subscribed resource changed on the server."""
+MAX_URI_CHARS = 8_192
+MAX_COMPLETION_VALUES = 100
 """``fn(progress, total, message)``; may be sync or ``async``."""
 
 _LEVELS = {
@@ -185,8 +191,10 @@ class McpClient:
 
     ``sampling`` is a ``ChatClient`` that answers the server's ``sampling/createMessage``
     requests (off by default: the capability is not advertised); ``approve_sampling(request)`` sees
-    each request first and returns ``True`` to allow it. Log messages the server sends go to
-    structlog (stdlib logger ``chatclient.mcp.server``).
+    each request first and returns ``True`` to allow it. ``elicitation(request)`` answers the
+    server's ``elicitation/create`` requests with an ``ElicitationResponse`` (off by default; see
+    ``chatclient.mcp.elicitation``). Log messages the server sends go to structlog (stdlib logger
+    ``chatclient.mcp.server``).
 
     The constructor is for custom transports: ``transport(errlog)`` must return an async context
     manager yielding the SDK's ``(read_stream, write_stream)`` pair (``errlog`` is the stderr sink
@@ -208,6 +216,7 @@ class McpClient:
         capture_stderr: bool = False,
         sampling: ChatClient | None = None,
         approve_sampling: SamplingApproval | None = None,
+        elicitation: ElicitationHandler | None = None,
         logger: Any = None,
     ) -> None:
         self._transport = transport
@@ -219,6 +228,10 @@ class McpClient:
         self._stderr: _StderrTail | None = None
         self._sampling = sampling
         self._approve = approve_sampling
+        if elicitation is not None and not callable(elicitation):
+            raise TypeError("elicitation takes a function ask(request) -> ElicitationResponse (sync or async)")
+        self._elicitation = elicitation
+        self._subscriptions: dict[str, list[ResourceUpdateCallback]] = {}
         self._logger = logger if logger is not None else _server_logger()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: _LoopThread | None = None
@@ -248,6 +261,7 @@ class McpClient:
         name: str | None = None,
         sampling: ChatClient | None = None,
         approve_sampling: SamplingApproval | None = None,
+        elicitation: ElicitationHandler | None = None,
         logger: Any = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> McpClient:
@@ -283,6 +297,7 @@ class McpClient:
             capture_stderr=True,
             sampling=sampling,
             approve_sampling=approve_sampling,
+            elicitation=elicitation,
             logger=logger,
         )
         return client
@@ -298,6 +313,7 @@ class McpClient:
         name: str | None = None,
         sampling: ChatClient | None = None,
         approve_sampling: SamplingApproval | None = None,
+        elicitation: ElicitationHandler | None = None,
         logger: Any = None,
     ) -> McpClient:
         """A server at a streamable HTTP endpoint (``http://host:port/mcp``); ``headers`` e.g. a bearer token."""
@@ -322,6 +338,7 @@ class McpClient:
             call_timeout=call_timeout,
             sampling=sampling,
             approve_sampling=approve_sampling,
+            elicitation=elicitation,
             logger=logger,
         )
         client._secrets = _secrets_of(url, fixed)
@@ -338,6 +355,7 @@ class McpClient:
         name: str | None = None,
         sampling: ChatClient | None = None,
         approve_sampling: SamplingApproval | None = None,
+        elicitation: ElicitationHandler | None = None,
         logger: Any = None,
     ) -> McpClient:
         """A server on the older HTTP+SSE transport (``http://host:port/sse``)."""
@@ -352,6 +370,7 @@ class McpClient:
             call_timeout=call_timeout,
             sampling=sampling,
             approve_sampling=approve_sampling,
+            elicitation=elicitation,
             logger=logger,
         )
         client._secrets = _secrets_of(url, fixed)
@@ -514,6 +533,7 @@ class McpClient:
                     write,
                     read_timeout_seconds=self.call_timeout,
                     sampling_callback=self._sampling_callback() if self._sampling is not None else None,
+                    elicitation_callback=self._elicitation_callback() if self._elicitation is not None else None,
                     logging_callback=self._on_log,
                     message_handler=self._on_message,
                     client_info=types.Implementation(name="chatclient", version=_version()),
@@ -683,6 +703,8 @@ class McpClient:
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._schedule_tools_refresh()
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            await self._on_resource_updated(str(message.params.uri))
         elif isinstance(message, Exception):
             _log.debug("MCP transport of %s reported %r", self._label, message)
 
@@ -718,6 +740,27 @@ class McpClient:
         level = _LEVELS.get(params.level, logging.INFO)
         data = params.data if isinstance(params.data, str) else repr(params.data)[:2000]
         self._logger.log(level, "mcp.server_log", server=self.name, logger=params.logger, data=data[:2000])
+
+    async def _on_resource_updated(self, uri: str) -> None:
+        # Only URIs this client subscribed to reach a callback: a server cannot make the client call
+        # anything with a URI of its choosing (nor log megabytes of one).
+        for callback in list(self._subscriptions.get(uri, ())):
+            try:
+                if inspect.iscoroutinefunction(callback):
+                    await callback(uri)
+                else:
+                    await asyncio.to_thread(callback, uri)  # a sync callback must not stall the session
+            except Exception as exc:
+                _log.warning("a resource-update callback for %s failed: %s", uri[:200], type(exc).__name__)
+
+    def _elicitation_callback(self) -> Any:
+        from chatclient.mcp.elicitation import answer_elicitation
+
+        async def callback(context: ClientRequestContext, params: Any) -> types.ElicitResult | types.ErrorData:
+            assert self._elicitation is not None
+            return await answer_elicitation(self._elicitation, params, server=self.name)
+
+        return callback
 
     def _sampling_callback(self) -> Any:
         from chatclient.mcp.sampling import answer_sampling
@@ -901,6 +944,101 @@ class McpClient:
 
         result = await self._hop(self._request(f"getting prompt {name!r}", work))
         return to_messages(result)
+
+    def subscribe(self, uri: str, callback: ResourceUpdateCallback) -> None:
+        """Ask the server to report changes of resource ``uri``; each ``notifications/resources/updated``
+        calls ``callback(uri)`` (sync callbacks run on a worker thread, async ones on the session's
+        loop). Re-read the resource in the callback to get its new content. ``McpError`` when the
+        server does not offer subscriptions."""
+        self._sync(self.asubscribe(uri, callback))
+
+    async def asubscribe(self, uri: str, callback: ResourceUpdateCallback) -> None:
+        """Async twin of ``subscribe``."""
+        if not callable(callback):
+            raise TypeError("subscribe takes a callback(uri)")
+        if not isinstance(uri, str) or "://" not in uri or len(uri) > MAX_URI_CHARS:
+            raise ValueError(f"subscribe needs a resource URI with a scheme (at most {MAX_URI_CHARS} characters)")
+
+        async def work(session: ClientSession) -> None:
+            resources = self._init.capabilities.resources if self._init is not None else None
+            if resources is None or not resources.subscribe:
+                raise McpError(f"MCP server {self.name} does not offer resource subscriptions", server=self._label)
+            if uri not in self._subscriptions:
+                subscribe = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+                await session.send_request(subscribe, types.EmptyResult)
+            self._subscriptions.setdefault(uri, []).append(callback)
+
+        await self._hop(self._request(f"subscribing to {uri!r}", work))
+
+    def unsubscribe(self, uri: str) -> None:
+        """Stop the updates of ``uri`` (every callback registered for it); unknown URIs are ignored."""
+        self._sync(self.aunsubscribe(uri))
+
+    async def aunsubscribe(self, uri: str) -> None:
+        """Async twin of ``unsubscribe``."""
+
+        async def work(session: ClientSession) -> None:
+            if self._subscriptions.pop(uri, None) is not None:
+                unsubscribe = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+                await session.send_request(unsubscribe, types.EmptyResult)
+
+        await self._hop(self._request(f"unsubscribing from {uri!r}", work))
+
+    def complete(
+        self,
+        argument: str,
+        value: str,
+        *,
+        prompt: str | None = None,
+        template: str | None = None,
+        context: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Values the server suggests for ``argument`` of ``prompt`` (a name) or ``template`` (a URI template)
+        given what the user typed so far (``value``); ``context`` holds arguments already chosen."""
+        return self._sync(self.acomplete(argument, value, prompt=prompt, template=template, context=context))
+
+    async def acomplete(
+        self,
+        argument: str,
+        value: str,
+        *,
+        prompt: str | None = None,
+        template: str | None = None,
+        context: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Async twin of ``complete``."""
+        if (prompt is None) == (template is None):
+            raise ValueError("complete needs exactly one of prompt= (a prompt name) or template= (a URI template)")
+        ref: Any = (
+            types.PromptReference(name=prompt)
+            if prompt is not None
+            else types.ResourceTemplateReference(uri=str(template))
+        )
+
+        async def work(session: ClientSession) -> list[str]:
+            result = await session.complete(
+                ref, {"name": argument, "value": value}, dict(context) if context is not None else None
+            )
+            return [str(v) for v in result.completion.values[:MAX_COMPLETION_VALUES]]
+
+        return await self._hop(self._request(f"completing {argument!r}", work))
+
+    def set_logging_level(self, level: str) -> None:
+        """Ask the server to send only log messages at ``level`` or above (``logging/setLevel``)."""
+        self._sync(self.aset_logging_level(level))
+
+    async def aset_logging_level(self, level: str) -> None:
+        """Async twin of ``set_logging_level``."""
+        if level not in _LEVELS:
+            raise ValueError(f"level must be one of {', '.join(_LEVELS)}, got {level!r}")
+
+        async def work(session: ClientSession) -> None:
+            # the typed request rather than the SDK's helper, which warns that the 2026-07-28
+            # revision drops logging: the 2025 revisions servers speak today still have it
+            request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # type: ignore[arg-type]
+            await session.send_request(request, types.EmptyResult)
+
+        await self._hop(self._request("setting the log level", work))
 
     def ping(self) -> None:
         """Round-trip a ``ping`` (raises when the server is gone)."""

@@ -10,13 +10,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from chatclient.asgi_guard import HostOriginGuard, call_auth, guarded
 from chatclient.errors import ToolError
 from chatclient.mcp._sdk import MCPError, types
-from chatclient.messages import AssistantMessage, Message, UserMessage
+from chatclient.mcp.serving import (
+    CONTEXT_KEY,
+    LOG_LEVELS,
+    CompletionSource,
+    EmbeddedResource,
+    McpServerContext,
+    ResourceChanges,
+    _LogLevels,
+    choices_of,
+    complete_values,
+    connection_of,
+)
+from chatclient.messages import AssistantMessage, Media, Message, UserMessage
 from chatclient.tools.callback import FunctionToolCallback, ToolCallback
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import resolve_tools
@@ -102,21 +115,59 @@ def _description(obj: Any) -> str | None:
     return doc.strip().split("\n\n")[0] if doc else None
 
 
-async def _resolve_content(source: Any, values: Mapping[str, Any]) -> str:
+async def _resolve_content(source: Any, values: Mapping[str, Any]) -> str | Media:
+    """A resource's content: text, or ``Media`` (bytes with a MIME type) for binary resources."""
     from chatclient.rag.documents import Document
 
     if isinstance(source, Document):
         return source.text
-    if isinstance(source, str):
+    if isinstance(source, (str, Media)):
         return source
     result = source(**values)
     if inspect.isawaitable(result):
         result = await result
     if isinstance(result, Document):
         return result.text
-    if not isinstance(result, str):
-        raise TypeError(f"a resource function returned {type(result).__name__}, not str")
+    if not isinstance(result, (str, Media)):
+        raise TypeError(f"a resource function returned {type(result).__name__}, not str or Media")
     return result
+
+
+def _resource_contents(uri: str, content: str | Media) -> Any:
+    """``TextResourceContents`` for text, ``BlobResourceContents`` (base64) for bytes."""
+    import base64
+
+    if isinstance(content, str):
+        return types.TextResourceContents(uri=uri, mime_type="text/plain", text=content)
+    if isinstance(content.data, str) or _is_textual(content.mime_type):
+        text = content.data if isinstance(content.data, str) else content.data.decode("utf-8", "replace")
+        return types.TextResourceContents(uri=uri, mime_type=content.mime_type, text=text)
+    blob = base64.b64encode(content.data).decode("ascii")
+    return types.BlobResourceContents(uri=uri, mime_type=content.mime_type, blob=blob)
+
+
+def _is_textual(mime: str) -> bool:
+    mime = mime.lower().split(";")[0].strip()
+    return mime.startswith("text/") or mime.endswith(("/json", "+json", "/xml", "+xml"))
+
+
+def _media_content(media: Media) -> Any:
+    """One ``Media`` as MCP content: image, audio, an embedded resource, or (for a URL) a resource link."""
+    import base64
+
+    mime = media.mime_type.lower()
+    if isinstance(media, EmbeddedResource):
+        return types.EmbeddedResource(resource=_resource_contents(media.uri, media))
+    if isinstance(media.data, bytes) and mime.startswith(("image/", "audio/")):
+        data = base64.b64encode(media.data).decode("ascii")
+        kind = types.ImageContent if mime.startswith("image/") else types.AudioContent
+        return kind(data=data, mime_type=media.mime_type)
+    if isinstance(media.data, str) and "://" in media.data:
+        name = media.data.rsplit("/", 1)[-1] or media.data
+        return types.ResourceLink(uri=media.data, name=name, mime_type=media.mime_type)
+    if isinstance(media.data, str):
+        return types.TextContent(text=f"[{media.mime_type}: {media.data}]")
+    return types.TextContent(text=f"[{media.mime_type} attachment, {len(media.data)} bytes]")
 
 
 def _prompt_arguments(fn: Callable[..., Any]) -> list[types.PromptArgument]:
@@ -139,7 +190,11 @@ def _prompt_messages(result: Any) -> list[types.PromptMessage]:
             role = "user"  # MCP prompts have no system role: instructions travel as user text
         else:
             raise TypeError(f"a prompt function returned {type(message).__name__} in its messages")
-        messages.append(types.PromptMessage(role=role, content=types.TextContent(text=message.text or "")))
+        media = getattr(message, "media", ()) if isinstance(message, UserMessage) else ()
+        if message.text or not media:
+            messages.append(types.PromptMessage(role=role, content=types.TextContent(text=message.text or "")))
+        # a prompt message holds one content block: each image or embedded resource is a message of its own
+        messages.extend(types.PromptMessage(role=role, content=_media_content(m)) for m in media)
     return messages
 
 
@@ -147,19 +202,8 @@ def _result_content(result: str | ToolResult) -> list[Any]:
     """MCP content for a tool's result: its text, then its images and audio (other media as links)."""
     if not isinstance(result, ToolResult):
         return [types.TextContent(text=result)]
-    import base64
-
     content: list[Any] = [types.TextContent(text=result.text)] if result.text or not result.media else []
-    for media in result.media:
-        mime = media.mime_type.lower()
-        if isinstance(media.data, bytes) and mime.startswith(("image/", "audio/")):
-            data = base64.b64encode(media.data).decode("ascii")
-            kind = types.ImageContent if mime.startswith("image/") else types.AudioContent
-            content.append(kind(data=data, mime_type=media.mime_type))
-        elif isinstance(media.data, str):
-            content.append(types.TextContent(text=f"[{media.mime_type}: {media.data}]"))
-        else:
-            content.append(types.TextContent(text=f"[{media.mime_type} attachment, {len(media.data)} bytes]"))
+    content.extend(_media_content(media) for media in result.media)
     return content
 
 
@@ -170,6 +214,8 @@ def build_server(
     *,
     name: str = "chatclient",
     instructions: str | None = None,
+    completions: Mapping[str, Mapping[str, CompletionSource]] | None = None,
+    resource_changes: ResourceChanges | None = None,
 ) -> Server[Any]:
     """The SDK's low-level ``Server`` with handlers for the given tools, resources and prompts (not started).
 
@@ -179,6 +225,13 @@ def build_server(
     function receives the values. ``prompts``: functions (name = function name) or a mapping of
     name to function; parameters are the prompt's arguments (required when they have no default),
     the result a string (one user message) or a list of messages.
+
+    ``completions`` maps a prompt name or a template URI to ``{argument: values}``, the values a list
+    (prefix-filtered) or ``fn(value, context) -> list`` (sync or async); arguments annotated
+    ``Literal[...]`` or with an ``Enum`` complete from their choices without it. ``resource_changes``
+    turns on ``resources/subscribe``: call ``resource_changes.changed(uri)`` when a resource changes.
+    The server always offers ``logging/setLevel``; tools log and report progress through
+    ``mcp_server_context(ctx)``.
     """
     from mcp.server.lowlevel.server import Server
     from mcp.shared.uri_template import UriTemplate
@@ -203,17 +256,22 @@ def build_server(
             ]
         )
 
+    log_levels = _LogLevels()
+    completion_sources = _completion_sources(prompt_fns, matchers, completions or {})
+
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         cb = callbacks.get(params.name)
         if cb is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; available: {', '.join(callbacks)}")
         arguments = json.dumps(params.arguments or {})
         limit = getattr(cb, "timeout", None)  # @tool(timeout=...) holds here too
+        served = McpServerContext(ctx.session, ctx.request_id, log_levels, asyncio.get_running_loop())
+        tool_context = ToolContext({CONTEXT_KEY: served})
         try:
             if isinstance(limit, (int, float)) and limit > 0:
-                text = await asyncio.wait_for(cb.acall(arguments, ToolContext({})), limit)
+                text = await asyncio.wait_for(cb.acall(arguments, tool_context), limit)
             else:
-                text = await cb.acall(arguments, ToolContext({}))
+                text = await cb.acall(arguments, tool_context)
         except TimeoutError:
             message = f"tool {params.name!r} did not finish within its timeout of {limit} s"
             return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
@@ -248,18 +306,50 @@ def build_server(
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
         if uri in fixed:
-            text = await _resolve_content(fixed[uri], {})
+            content = await _resolve_content(fixed[uri], {})
         else:
             for template, _, fn in matchers:
                 values = template.match(uri)
                 if values is not None:
-                    text = await _resolve_content(fn, values)
+                    content = await _resolve_content(fn, values)
                     break
             else:
                 raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}")
-        return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+        return types.ReadResourceResult(contents=[_resource_contents(uri, content)])
+
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        if params.level not in LOG_LEVELS:
+            raise MCPError(types.INVALID_PARAMS, f"unknown log level {params.level!r}")
+        log_levels.set(connection_of(ctx.session), params.level)
+        return types.EmptyResult()
+
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref
+        key = getattr(ref, "name", None) if ref.type == "ref/prompt" else getattr(ref, "uri", None)
+        source = completion_sources.get(str(key), {}).get(params.argument.name)
+        if source is None:
+            return types.CompleteResult(completion=types.Completion(values=[], total=0, has_more=False))
+        context = dict(params.context.arguments or {}) if params.context is not None else {}
+        try:
+            values, total = await complete_values(source, params.argument.value, context)
+        except Exception as exc:  # a broken completion function answers an error, not a dropped connection
+            raise MCPError(types.INTERNAL_ERROR, f"completing {params.argument.name!r} failed: {exc}") from exc
+        return types.CompleteResult(
+            completion=types.Completion(values=values, total=total, has_more=total > len(values))
         )
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        assert resource_changes is not None  # registered only with resource_changes
+        uri = str(params.uri)
+        if uri not in fixed and not any(t.match(uri) is not None for t, _, _ in matchers):
+            raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}")
+        resource_changes.subscribe(uri, ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        assert resource_changes is not None
+        resource_changes.unsubscribe(str(params.uri), ctx.session)
+        return types.EmptyResult()
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(
@@ -292,9 +382,39 @@ def build_server(
             on_list_resource_templates=list_templates,
             on_read_resource=read_resource,
         )
+        if resource_changes is not None:
+            handlers.update(on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe)
     if prompt_fns:
         handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
-    return Server(name, instructions=instructions, **handlers)
+    if prompt_fns or matchers:
+        handlers.update(on_completion=complete)
+    server: Server[Any] = Server(name, instructions=instructions, **handlers)
+    # added after construction: the constructor's keyword warns that logging is deprecated in the
+    # 2026-07-28 revision, but clients of the 2025 revisions still use it
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    return server
+
+
+def _completion_sources(
+    prompt_fns: Mapping[str, Callable[..., Any]],
+    matchers: Sequence[tuple[Any, str, Callable[..., Any]]],
+    completions: Mapping[str, Mapping[str, CompletionSource]],
+) -> dict[str, dict[str, CompletionSource]]:
+    """Per prompt name / template URI, the completion source of each argument: the given ones, then
+    the choices of ``Literal`` / ``Enum`` annotated parameters."""
+    known = set(prompt_fns) | {uri for _, uri, _ in matchers}
+    unknown = set(completions) - known
+    if unknown:
+        raise ValueError(f"completions for unknown prompts or templates: {', '.join(sorted(unknown))}")
+    sources: dict[str, dict[str, CompletionSource]] = {}
+    for key, fn in [*prompt_fns.items(), *((uri, fn) for _, uri, fn in matchers)]:
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception:  # unresolvable annotations: no automatic choices
+            hints = {}
+        automatic: dict[str, CompletionSource] = {n: c for n, h in hints.items() if (c := choices_of(h))}
+        sources[key] = {**automatic, **dict(completions.get(key, {}))}
+    return sources
 
 
 def _transport_settings() -> Any:
@@ -368,11 +488,21 @@ async def aserve(
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
     auth: AuthHook | None = None,
+    completions: Mapping[str, Mapping[str, CompletionSource]] | None = None,
+    resource_changes: ResourceChanges | None = None,
 ) -> None:
     """Async twin of ``serve``: runs until stdin closes (stdio) or the task is cancelled (http)."""
     if transport not in ("stdio", "http", "sse"):
         raise ValueError(f"transport must be 'stdio', 'http' or 'sse', got {transport!r}")
-    server = build_server(tools, resources, prompts, name=name, instructions=instructions)
+    server = build_server(
+        tools,
+        resources,
+        prompts,
+        name=name,
+        instructions=instructions,
+        completions=completions,
+        resource_changes=resource_changes,
+    )
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
@@ -428,6 +558,8 @@ def serve(
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
     auth: AuthHook | None = None,
+    completions: Mapping[str, Mapping[str, CompletionSource]] | None = None,
+    resource_changes: ResourceChanges | None = None,
 ) -> None:
     """Serve tools, resources and prompts over MCP, blocking until the client goes away (stdio) or Ctrl-C (http).
 
@@ -437,7 +569,8 @@ def serve(
     ``http://host:port/sse`` for clients that need it. Both HTTP transports refuse a foreign
     ``Host`` (421) or ``Origin`` (403), so a web page cannot reach the tools through DNS
     rebinding; binding a non-loopback ``host`` needs ``allowed_hosts`` (and ``allowed_origins``
-    for browsers) or an ``auth(request) -> bool`` hook (see ``http_app``).
+    for browsers) or an ``auth(request) -> bool`` hook (see ``http_app``). ``completions`` and
+    ``resource_changes`` are described in ``build_server``.
 
     >>> from chatclient.tools import tool
     >>> @tool
@@ -462,6 +595,8 @@ def serve(
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
             auth=auth,
+            completions=completions,
+            resource_changes=resource_changes,
         )
     )
 

@@ -20,6 +20,7 @@ from typing import Any
 from chatclient import jsonsafe
 from chatclient.errors import ToolExecutionError
 from chatclient.mcp._blobs import decode_blob
+from chatclient.mcp._schemas import check_input_schema
 from chatclient.mcp._sdk import types
 from chatclient.mcp.client import McpClient, _slug
 from chatclient.messages import Media
@@ -31,8 +32,6 @@ from chatclient.tools.results import ToolResult
 DEFAULT_MAX_RESULT_CHARS = 100_000
 """Tool results longer than this reach the model cut, with a marker saying how much was dropped."""
 MAX_DESCRIPTION_CHARS = 4096
-MAX_SCHEMA_CHARS = 65_536
-MAX_SCHEMA_DEPTH = 32
 MAX_MEDIA_BYTES = 20_000_000
 
 ToolFilter = Callable[[McpClient, types.Tool], bool] | Collection[str]
@@ -92,34 +91,6 @@ def map_result(result: types.CallToolResult, *, max_chars: int = DEFAULT_MAX_RES
             text[:max_chars] + f"\n[... result truncated: {len(text)} characters, only the first {max_chars} are shown]"
         )
     return McpToolResult(text, tuple(media), result.structured_content, bool(result.is_error), truncated)
-
-
-def check_input_schema(schema: Any) -> str | None:
-    """Why ``schema`` cannot be offered to a model (``None`` when it can): an object-typed, valid, bounded JSON Schema."""
-    if not isinstance(schema, Mapping):
-        return "the input schema is not a JSON object"
-    if schema.get("type") != "object":
-        return "the input schema's root type is not 'object'"
-    try:
-        encoded = json.dumps(schema)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return f"the input schema is not JSON ({exc})"
-    if len(encoded) > MAX_SCHEMA_CHARS:
-        return f"the input schema is {len(encoded)} characters, more than {MAX_SCHEMA_CHARS}"
-    try:
-        jsonsafe.loads(encoded, max_depth=MAX_SCHEMA_DEPTH)
-    except ValueError:
-        return f"the input schema nests deeper than {MAX_SCHEMA_DEPTH} levels"
-    import importlib
-
-    jsonschema: Any = importlib.import_module("jsonschema")  # a dependency of the mcp SDK (untyped)
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        return f"the input schema is not valid JSON Schema: {exc.message[:300]}"
-    except Exception as exc:  # a hostile schema can break the meta-validator itself
-        return f"the input schema could not be checked: {type(exc).__name__}"
-    return None
 
 
 def safe_tool_name(name: str) -> str:
