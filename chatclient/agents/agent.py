@@ -158,6 +158,8 @@ class LlmAgent(Agent):
 
     def _spec(self, step: Step) -> ChatClientRequestSpec:
         spec = self.client.prompt()
+        if step.run.advisor_params:  # the run's request context (a principal), under this agent's own entries
+            spec.advisors(params=step.run.advisor_params)
         if self._system is not None:
             spec.system(self._system.render(step.scope))
         spec.user(self._user.render(step.scope))

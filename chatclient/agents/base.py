@@ -662,7 +662,9 @@ class Agent:
         """
         self._check_call("stream", args, inputs, scope_store is None or scope_id is None)
         events: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, events.put, False, None, advisor_params)
+        run = self._prepare(
+            inputs, scope_store, scope_id, monitor, max_duration, events.put, False, None, advisor_params
+        )
         done = object()
         box: list[BaseException] = []
 
@@ -845,7 +847,7 @@ class AgentRunStream:
     the scope). A failed run raises its error from the iteration. ``aclose()`` (or leaving
     ``async with``) before the end cancels the run's task and every agent in flight."""
 
-    __slots__ = ("_events", "_run", "_task", "agent", "result")
+    __slots__ = ("_ended", "_events", "_run", "_task", "agent", "result")
 
     def __init__(self, agent: Agent, run: Run) -> None:
         self.agent = agent
@@ -853,6 +855,7 @@ class AgentRunStream:
         self._run = run
         self._events: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Future[AgentResult] | None = None
+        self._ended = False
         run.emit = self._events.put_nowait
         run.streaming = True
 
@@ -865,16 +868,15 @@ class AgentRunStream:
         return self
 
     async def __anext__(self) -> StreamEvent:
+        if self._ended:
+            raise StopAsyncIteration
         task = self._task
         if task is None:
-            if self.result is not None or self._run.cancelled:
-                raise StopAsyncIteration
             task = self._task = asyncio.ensure_future(self.agent._run_async(self._run))
-            task.add_done_callback(self._events.put_nowait)
-        elif task.done() and self._events.empty():
-            raise StopAsyncIteration
+            task.add_done_callback(self._events.put_nowait)  # the end mark, after every event
         item = await self._events.get()
         if item is task:
+            self._ended = True
             self.result = task.result()  # the run's error, if any, is raised here
             raise StopAsyncIteration
         return item  # type: ignore[no-any-return]
@@ -882,8 +884,9 @@ class AgentRunStream:
     async def aclose(self) -> None:
         """Stop the run if it is still going (its agents are cancelled) and wait for it to end."""
         run, task = self._run, self._task
+        self._ended = True
         if task is None:
-            if not run.cancelled and self.result is None:
+            if not run.cancelled:
                 run.cancelled = True
                 release_run(run.store, run.scope.id)  # set up, never started: give its claim back
             return

@@ -519,6 +519,14 @@ class AgenticScope:
         return MappingProxyType(self._state)
 
     @property
+    def pending_question(self) -> str | None:
+        """The question a suspended run of this scope waits on (``None``: nothing waits); answer it
+        with ``agent.resume(scope, answer)``."""
+        pending = self._root._pending
+        question = pending.get("question") if pending else None
+        return str(question) if question is not None else None
+
+    @property
     def invocations(self) -> tuple[AgentInvocation, ...]:
         """One invocation tree per run of this scope, oldest first."""
         root = self._root

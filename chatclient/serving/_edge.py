@@ -524,7 +524,7 @@ class Edge:
         take raises ``EdgeError`` (400) here, before anything is sent."""
         conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
-            return self._agent_events(target, self._agent_run(target, turn, conversation_id), turn)
+            return self._agent_events(self._agent_run(target, turn, conversation_id, principal))
         spec = self._client_spec(target, turn, principal, conversation_id)
         try:
             runner = spec.astream() if stream else spec.acall()
@@ -589,47 +589,35 @@ class Edge:
         finally:
             await events.aclose()  # closes the chain and the model's response now
 
-    def _agent_run(self, agent: Any, turn: ChatTurn, scope_id: str) -> Any:
-        """The agent's run for this turn: a resume of the conversation's suspended run, or a new one."""
+    def _agent_run(self, agent: Any, turn: ChatTurn, scope_id: str, principal: Any) -> Any:
+        """The agent's run for this turn (an ``AgentRunStream``): a resume of the conversation's
+        suspended run, or a new one. The principal reaches every model call of the run's agents."""
         store = self.scope_store
+        params = {ContextKeys.PRINCIPAL: principal} if principal is not None else None
         stored = store.load(scope_id)
         answer = _newest_user_text(turn.messages)
-        if stored is not None and stored._pending:
-            return agent._resume_run(stored, answer, store, None, True)
+        if stored is not None and stored.pending_question is not None:
+            return agent.aresume_stream(
+                stored, answer, scope_store=store, max_duration=self.max_duration, advisor_params=params
+            )
         inputs = dict(turn.agent_inputs) if turn.agent_inputs is not None else _agent_inputs(agent, answer)
         if stored is not None:
             store.delete(scope_id)  # a finished run's scope: a new turn starts afresh
-        return agent._prepare(inputs, store, scope_id, None, self.max_duration, None, True)
+        return agent.arun_stream(
+            scope_store=store, scope_id=scope_id, max_duration=self.max_duration, advisor_params=params, **inputs
+        )
 
-    async def _agent_events(self, agent: Any, run: Any, turn: ChatTurn) -> AsyncIterator[StreamEvent]:
-        from chatclient.agents.base import RunCancelled
-
-        store = self.scope_store
-        scope_id = run.scope.id
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        run.emit = queue.put_nowait
-        run.streaming = True
-        task = asyncio.ensure_future(agent._run_async(run))
-        task.add_done_callback(lambda _: queue.put_nowait(task))
+    async def _agent_events(self, run: Any) -> AsyncIterator[StreamEvent]:
         try:
-            while True:
-                item = await queue.get()
-                if item is task:
-                    break
-                yield item
-            result = task.result()
+            async for event in run:
+                yield event
         finally:
-            if not task.done():
-                run.cancelled = True
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, RunCancelled, Exception):
-                    pass
+            await run.aclose()  # a client gone mid-run: the run's agents are cancelled now
+        result = run.result
         if result.suspended is not None:
             yield RunSuspended(result.suspended.question)
         else:
-            store.delete(scope_id)
+            self.scope_store.delete(result.scope.id)
         yield ScopeSnapshot(dict(result.scope.state))
 
     # -- answering -----------------------------------------------------------------------------

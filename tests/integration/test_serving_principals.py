@@ -141,3 +141,29 @@ def test_a_principal_naming_nobody_with_a_conversation_id_is_a_500_not_a_shared_
     assert plain.status_code == 200  # without an id nothing is shared: the turn runs
     assert refused.status_code == 500 and refused.json()["error"]["code"] == "internal_error"
     assert memory.get("conv-1") == []
+
+
+# -- the principal inside an agent's model calls ---------------------------------------------------------
+
+
+def test_a_budget_per_principal_refuses_inside_an_agent_target_with_a_429() -> None:
+    from advisors.budget import Budget, BudgetAdvisor
+    from chatclient.agents import agent
+    from chatclient.request import ContextKeys
+
+    # Without the principal in the agent's calls every user would spend the one "nobody" budget.
+    budget = Budget(max_tokens=1, period=None, key=lambda req: str(req.context.get(ContextKeys.PRINCIPAL, "nobody")))
+    model = ScriptedChatModel(["for alice", "for bob", "never"])
+    client = ChatClient.builder(model).default_advisors(BudgetAdvisor(budget=budget)).build()
+    helper = agent(client, name="helper", user="{{ message }}", output_key="answer")
+    with running(openai_app(helper, auth=_auth)) as url:
+        alice, bob = sdk(url, "key-alice"), sdk(url, "key-bob")
+        first = alice.chat.completions.create(model="chatclient", messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(openai.RateLimitError) as refused:
+            alice.chat.completions.create(model="chatclient", messages=[{"role": "user", "content": "again"}])
+        other = bob.chat.completions.create(model="chatclient", messages=[{"role": "user", "content": "hi"}])
+    assert first.choices[0].message.content == "for alice"
+    assert refused.value.response.status_code == 429
+    assert refused.value.response.json()["error"]["code"] == "budget_exceeded"
+    assert int(refused.value.response.headers["retry-after"]) >= 1
+    assert other.choices[0].message.content == "for bob"
