@@ -100,3 +100,18 @@ def test_no_module_imports_its_way_back_to_itself() -> None:
 def test_the_check_sees_a_type_only_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_package_faces_only_hand_names_on() -> None:
+    """An ``__init__.py`` imports and re-exports; its code lives in modules (``__getattr__``/``__dir__``
+    for lazy names are the only functions allowed)."""
+    with_code = []
+    for name, path in _modules().items():
+        if path.name != "__init__.py":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) or (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name not in ("__getattr__", "__dir__")
+            ):
+                with_code.append(f"{name}.{node.name}")
+    assert with_code == []

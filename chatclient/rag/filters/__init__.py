@@ -9,26 +9,12 @@ to_sql(expr)   # ("(... AND ...)", [params...]) for SQLite json_extract
 
 from __future__ import annotations
 
-from typing import Any
-
 from chatclient.errors import FilterExpressionError
 from chatclient.rag.filters.ast import MAX_FILTER_DEPTH, Expression, Key, Op, Value, to_text
 from chatclient.rag.filters.builder import F
 from chatclient.rag.filters.evaluator import compile_filter, evaluate
-from chatclient.rag.filters.parser import parse
+from chatclient.rag.filters.parser import as_expression, parse
 from chatclient.rag.filters.sql import to_sql
-
-
-def as_expression(value: Any) -> Expression | None:
-    """``None``/blank -> ``None``; text -> parsed; an ``Expression`` -> itself."""
-    if value is None:
-        return None
-    if isinstance(value, Expression):
-        return value
-    if isinstance(value, str):
-        return parse(value) if value.strip() else None
-    raise TypeError(f"a filter must be an Expression or filter text, got {type(value).__name__}")
-
 
 __all__ = [
     "MAX_FILTER_DEPTH",

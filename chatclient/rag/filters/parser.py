@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from chatclient.errors import FilterExpressionError
 from chatclient.rag.filters.ast import MAX_FILTER_DEPTH, Expression, Key, Op, Scalar, Value
@@ -274,3 +275,14 @@ def parse(text: str) -> Expression:
         raise TypeError(f"filter text must be a str, got {type(text).__name__}")
     # expressions are immutable, so repeated per-request filters can share one parse
     return _parse_cached(text)
+
+
+def as_expression(value: Any) -> Expression | None:
+    """``None``/blank -> ``None``; text -> parsed; an ``Expression`` -> itself."""
+    if value is None:
+        return None
+    if isinstance(value, Expression):
+        return value
+    if isinstance(value, str):
+        return parse(value) if value.strip() else None
+    raise TypeError(f"a filter must be an Expression or filter text, got {type(value).__name__}")
