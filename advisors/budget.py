@@ -158,6 +158,16 @@ class Budget(PicklesWithoutLocks):
             return datetime.fromtimestamp(now, UTC).date().isoformat()
         return str(int(now // float(self.period)))
 
+    def reset_in(self) -> float | None:
+        """Seconds until the current period ends and the budget starts afresh (``None``: no period)."""
+        if self.period is None:
+            return None
+        now = self._clock()
+        if self.period == "day":
+            return 86_400.0 - now % 86_400.0  # UTC days are whole multiples of 86 400 s of the epoch
+        length = float(self.period)
+        return length - now % length
+
     def key_of(self, request: ChatClientRequest) -> str:
         """The key ``request`` spends."""
         if self.key is not None:
@@ -184,6 +194,7 @@ class Budget(PicklesWithoutLocks):
                 spent.usage,
                 cost=spent.cost,
                 limit="budget.max_tokens",
+                retry_after=self.reset_in(),
             )
         if cost is not None and _over(self.max_cost, (spent.cost or 0.0) + cost):
             raise BudgetExceededError(
@@ -192,6 +203,7 @@ class Budget(PicklesWithoutLocks):
                 spent.usage,
                 cost=spent.cost,
                 limit="budget.max_cost",
+                retry_after=self.reset_in(),
             )
 
     def add(self, key: str, usage: Usage, cost: float | None) -> None:

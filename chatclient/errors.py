@@ -240,6 +240,12 @@ class McpConnectionError(McpError):
         self.stderr = stderr
 
 
+class McpAuthError(McpConnectionError):
+    """OAuth for a remote MCP server failed: metadata discovery, client registration, the user's
+    authorization, the token request, or the server refused the token (401/403). The message never
+    holds a token or a client secret."""
+
+
 class McpTimeoutError(McpError):
     """An MCP server did not answer in time (connecting, initialising or a call); ``timeout`` is in seconds."""
 
@@ -336,15 +342,27 @@ class BudgetExceededError(ChatClientError):
 
     ``usage`` is the ``Usage`` of the calls made so far under this budget, ``cost`` their cost (in the
     price table's currency, ``None`` without prices) and ``limit`` names the limit that stopped it.
+    ``retry_after`` is the number of seconds until the refusing budget's period ends and it allows
+    calls again (a shared ``Budget`` with a ``period``); ``None`` when waiting does not help (a
+    per-request limit, a budget that never resets, a missing price).
     """
 
-    def __init__(self, message: object, usage: object = None, *, cost: float | None = None, limit: str = "") -> None:
+    def __init__(
+        self,
+        message: object,
+        usage: object = None,
+        *,
+        cost: float | None = None,
+        limit: str = "",
+        retry_after: float | None = None,
+    ) -> None:
         if not isinstance(message, str):  # BudgetExceededError(usage), as API.md writes it
             message, usage = f"the budget is spent (usage so far: {message})", message
         super().__init__(message)
         self.usage = usage
         self.cost = cost
         self.limit = limit
+        self.retry_after = retry_after
 
 
 class GuardrailError(ChatClientError):
@@ -574,6 +592,7 @@ __all__ = [
     "InputGuardrailError",
     "InvalidDecisionQuestionError",
     "InvalidDecisionResponseError",
+    "McpAuthError",
     "McpConnectionError",
     "McpError",
     "McpProtocolError",

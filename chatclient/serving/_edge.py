@@ -77,6 +77,9 @@ _log = logging.getLogger("chatclient.serving")
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 SINGLE_TARGET_NAME = "chatclient"
 """The model name of a single (unnamed) target."""
+BUDGET_RETRY_AFTER = 60
+"""``Retry-After`` seconds of a budget refusal that names no reset time (a budget without a period,
+a per-request limit): a hint to come back later, since the contract asks every 429 for one."""
 MAX_JSON_DEPTH = 64
 """Deepest nesting accepted in a request body."""
 _PRINCIPAL_SCOPE_KEY = "chatclient.principal"
@@ -159,7 +162,7 @@ def error_for(exc: BaseException) -> EdgeError:
                 "Budget exhausted: retry later.",
                 type="rate_limit_error",
                 code="budget_exceeded",
-                retry_after=float(getattr(current, "retry_after", None) or 60.0),
+                retry_after=current.retry_after if current.retry_after else BUDGET_RETRY_AFTER,
             )
         if isinstance(current, DeadlineExceededError):
             return EdgeError(504, "The request ran past its time limit.", type="timeout", code="timeout")

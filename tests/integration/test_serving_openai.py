@@ -448,6 +448,22 @@ def test_auth_principal_reaches_advisors_and_budget_per_principal_is_429() -> No
     assert recorder.seen == ["alice", "alice", "bob"]
 
 
+def test_a_budget_with_a_period_answers_retry_after_with_the_time_left_in_it() -> None:
+    # The hourly window [3600, 7200) of this fixed clock has 2600 s left.
+    budget = Budget(max_tokens=1, period=3600.0, clock=lambda: 4600.0)
+    model = ScriptedChatModel(["one", "never"])
+    client = ChatClient.builder(model).default_advisors(BudgetAdvisor(budget=budget)).build()
+    with running(openai_app(client)) as url:
+        sdk(url).chat.completions.create(model="chatclient", messages=USER)
+        refused = httpx.post(url + "/v1/chat/completions", json={"model": "chatclient", "messages": USER}, timeout=10)
+        streamed = httpx.post(
+            url + "/v1/chat/completions", json={"model": "chatclient", "messages": USER, "stream": True}, timeout=10
+        )
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "2600"
+    assert refused.json()["error"]["code"] == "budget_exceeded"
+    assert streamed.status_code == 200 and "budget_exceeded" in streamed.text  # in-stream once streaming began
+
+
 def test_refusals_use_the_openai_error_shape() -> None:
     model = ScriptedChatModel()
     with running(openai_app(ChatClient.create(model), max_body_bytes=1000)) as url:

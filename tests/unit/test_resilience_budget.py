@@ -173,6 +173,40 @@ def test_budget_period_windows_reset() -> None:
     assert budget.spent("k") == BudgetSpend()
 
 
+def test_a_refusal_says_when_the_period_ends() -> None:
+    now = [125.0]
+    budget = Budget(max_tokens=100, period=60.0, clock=lambda: now[0])
+    budget.add("k", Usage(100, 0), None)
+    with pytest.raises(BudgetExceededError) as caught:
+        budget.check("k", 1, None)
+    assert caught.value.retry_after == pytest.approx(55.0)  # the window [120, 180) ends in 55 s
+    assert budget.reset_in() == pytest.approx(55.0)
+
+
+def test_a_daily_budget_resets_at_utc_midnight_and_one_without_period_never() -> None:
+    from datetime import UTC, datetime
+
+    noon = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC).timestamp()
+    daily = Budget(max_tokens=1, period="day", clock=lambda: noon)
+    daily.add("k", Usage(1, 0), None)
+    with pytest.raises(BudgetExceededError) as caught:
+        daily.check("k", 1, None)
+    assert caught.value.retry_after == pytest.approx(12 * 3600 - 30)
+    forever = Budget(max_tokens=1, period=None)
+    forever.add("k", Usage(1, 0), None)
+    with pytest.raises(BudgetExceededError) as never:
+        forever.check("k", 1, None)
+    assert never.value.retry_after is None and forever.reset_in() is None
+
+
+def test_a_per_request_limit_has_no_retry_time() -> None:
+    model = ScriptedChatModel([answer("ok", Usage(90, 10))])
+    client = ChatClient.builder(model).default_advisors(BudgetAdvisor(max_tokens=5)).build()
+    with pytest.raises(BudgetExceededError) as caught:
+        client.prompt("a question longer than five tokens, surely").call().content()
+    assert caught.value.retry_after is None
+
+
 def test_price_table_prefixes_dates_and_validation() -> None:
     assert PRICES_DATE and DEFAULT_PRICES.date == PRICES_DATE
     assert DEFAULT_PRICES.get("gpt-4o-mini-2024-07-18") is DEFAULT_PRICES.get("gpt-4o-mini")

@@ -28,6 +28,7 @@ from chatclient.events import Finished, StreamEvent, TextDelta
 from chatclient.messages import AssistantMessage, ToolCall, UserMessage
 from chatclient.prompt import ToolDefinition
 from chatclient.serving._edge import (
+    BUDGET_RETRY_AFTER,
     ChatTurn,
     Edge,
     EdgeError,
@@ -82,6 +83,12 @@ def test_error_for_looks_through_wrapping_errors() -> None:
     except AgentExecutionError as outer:
         error = error_for(outer)
     assert error.status == 429 and error.headers() == {"retry-after": "7"}
+
+
+def test_a_budget_refusal_retries_when_its_period_ends() -> None:
+    assert error_for(BudgetExceededError("spent", retry_after=3599.2)).headers() == {"retry-after": "3600"}
+    # A limit that waiting does not lift (no period, a per-request limit) keeps the default hint.
+    assert error_for(BudgetExceededError("spent")).headers() == {"retry-after": str(BUDGET_RETRY_AFTER)}
 
 
 def test_retry_after_rounds_up_to_whole_seconds() -> None:
