@@ -36,7 +36,7 @@ from chatclient.messages import Media
 from chatclient.models.base import Usage
 from chatclient.models.http.limits import DEFAULT_TIMEOUT
 from chatclient.models.http.transport import BinaryAnswer
-from chatclient.models.openai_media import AzureDeployment, OpenAIMediaModel, upload
+from chatclient.models.openai_media import AzureDeployment, MediaCall, OpenAIMediaModel, form_value, upload
 
 if TYPE_CHECKING:
     import httpx
@@ -341,9 +341,9 @@ class OpenAITranscriptionModel(OpenAIMediaModel):
             if name == "response_format" or value is None:
                 continue
             if isinstance(value, (list, tuple)):
-                fields[name if name.endswith("[]") else f"{name}[]"] = [_form_value(v) for v in value]
+                fields[name if name.endswith("[]") else f"{name}[]"] = [form_value(v, _OPTION) for v in value]
             else:
-                fields[name] = _form_value(value)
+                fields[name] = form_value(value, _OPTION)
         return multipart_body(fields, [part]), fields, _wav_seconds(part.data)
 
     def _planned(self, seconds: float | None) -> float | None:
@@ -355,24 +355,30 @@ class OpenAITranscriptionModel(OpenAIMediaModel):
     ) -> Transcription:  # fmt: skip
         """The transcript of ``audio`` (``Media``, bytes with ``mime_type=`` or a path); ``language``
         as ISO-639-1 (``"en"``) helps accuracy; ``prompt`` guides style and spelling."""
-        body, fields, seconds = self._upload(audio, language, prompt, timestamps, mime_type, options)
-        self._planned(seconds)
-        path, text_reply = self._path("audio/transcriptions"), fields["response_format"] in _TEXT_FORMATS
-        attributes = _transcription_attributes(fields)
-        send = (lambda: self._http.post_binary(path, body)) if text_reply else (lambda: self._http.post(path, body))
-        return self._request("transcribe", send, lambda answer: self._answer(answer, seconds), attributes)
+        return self._request(self._transcription(audio, language, prompt, timestamps, mime_type, options))
 
     async def atranscribe(
         self, audio: Any, *, language: str | None = None, prompt: str | None = None, timestamps: bool = False,
         mime_type: str | None = None, **options: Any,
     ) -> Transcription:  # fmt: skip
         """Async ``transcribe``."""
+        return await self._arequest(self._transcription(audio, language, prompt, timestamps, mime_type, options))
+
+    def _transcription(
+        self, audio: Any, language: str | None, prompt: str | None, timestamps: bool, mime_type: str | None,
+        options: Mapping[str, Any],
+    ) -> MediaCall[Transcription]:  # fmt: skip
+        """The checked upload's call (text, srt and vtt answers come back as raw bytes)."""
         body, fields, seconds = self._upload(audio, language, prompt, timestamps, mime_type, options)
         self._planned(seconds)
-        path, text_reply = self._path("audio/transcriptions"), fields["response_format"] in _TEXT_FORMATS
-        attributes = _transcription_attributes(fields)
-        send = (lambda: self._http.apost_binary(path, body)) if text_reply else (lambda: self._http.apost(path, body))
-        return await self._arequest("transcribe", send, lambda answer: self._answer(answer, seconds), attributes)
+        return MediaCall(
+            "transcribe",
+            self._path("audio/transcriptions"),
+            body,
+            lambda answer: self._answer(answer, seconds),
+            _transcription_attributes(fields),
+            binary=fields["response_format"] in _TEXT_FORMATS,
+        )
 
     def _answer(self, payload: Any, seconds: float | None) -> Transcription:
         if isinstance(payload, BinaryAnswer):  # text, srt or vtt
@@ -400,12 +406,7 @@ def _transcription_attributes(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _form_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    raise TypeError(f"a transcription option must be text, a number or a bool, not {type(value).__name__}")
+_OPTION = "a transcription option"  # how a bad form value is named
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -499,45 +500,50 @@ class OpenAISpeechModel(OpenAIMediaModel):
         body.update({k: v for k, v in options.items() if v is not None})
         return body
 
+    def _speech_call(
+        self, text: str, voice: Any, format: str, speed: float | None, instructions: str | None,
+        options: Mapping[str, Any], *, streamed: bool = False,
+    ) -> MediaCall[Any]:  # fmt: skip
+        """The checked request's call, its cost planned first: whole (a ``Speech``) or ``streamed``
+        (its ``finish`` takes the size of the audio once it has ended)."""
+        body = self._body(text, voice, format, speed, instructions, options)
+        planned = self._plan(lambda price: price.characters(len(text)))
+        finish = (
+            (lambda size: self._heard(size, planned))
+            if streamed
+            else (lambda answer: self._speech(answer, format, planned))
+        )
+        return MediaCall("speech", self._path("audio/speech"), body, finish, _speech_attributes(body), binary=True)
+
     def _speech(self, answer: BinaryAnswer, format: str, planned: float | None) -> Speech:
         content, content_type = answer.content, answer.content_type
-        if not content:
-            raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
+        self._heard(len(content), planned)
         mime = (content_type or "").split(";")[0].strip().lower()
         if not mime.startswith("audio/"):
             mime = _AUDIO_MIME.get(format.lower(), "application/octet-stream")
-        self._charge(Usage(), planned)
         return Speech(content, mime, {"cost": planned} if self._metered() else {})
+
+    def _heard(self, size: int, planned: float | None) -> None:
+        """Charge the planned cost of ``size`` bytes of audio; none at all is a bad answer."""
+        if not size:
+            raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
+        self._charge(Usage(), planned)
 
     def speak(
         self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
         instructions: str | None = None, **options: Any,
     ) -> Speech:  # fmt: skip
         """The whole audio of ``text``; ``options`` are passed on (``stream_format``)."""
-        body = self._body(text, voice, format, speed, instructions, options)
-        planned = self._plan(lambda price: price.characters(len(text)))
-        path = self._path("audio/speech")
-        return self._request(
-            "speech",
-            lambda: self._http.post_binary(path, body),
-            lambda answer: self._speech(answer, format, planned),
-            _speech_attributes(body),
-        )
+        speech: Speech = self._request(self._speech_call(text, voice, format, speed, instructions, options))
+        return speech
 
     async def aspeak(
         self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
         instructions: str | None = None, **options: Any,
     ) -> Speech:  # fmt: skip
         """Async ``speak``."""
-        body = self._body(text, voice, format, speed, instructions, options)
-        planned = self._plan(lambda price: price.characters(len(text)))
-        path = self._path("audio/speech")
-        return await self._arequest(
-            "speech",
-            lambda: self._http.apost_binary(path, body),
-            lambda answer: self._speech(answer, format, planned),
-            _speech_attributes(body),
-        )
+        speech: Speech = await self._arequest(self._speech_call(text, voice, format, speed, instructions, options))
+        return speech
 
     def stream_speak(
         self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
@@ -547,37 +553,14 @@ class OpenAISpeechModel(OpenAIMediaModel):
 
         Closing the iterator early closes the connection; the budget is charged once the audio ends.
         """
-        body = self._body(text, voice, format, speed, instructions, options)
-        planned = self._plan(lambda price: price.characters(len(text)))
-        return self._chunks(self._stream("speech", self._path("audio/speech"), body, _speech_attributes(body)), planned)
+        return self._stream(self._speech_call(text, voice, format, speed, instructions, options, streamed=True))
 
     def astream_speak(
         self, text: str, *, voice: Any = None, format: str = "mp3", speed: float | None = None,
         instructions: str | None = None, **options: Any,
     ) -> AsyncIterator[bytes]:  # fmt: skip
         """Async ``stream_speak``."""
-        body = self._body(text, voice, format, speed, instructions, options)
-        planned = self._plan(lambda price: price.characters(len(text)))
-        stream = self._astream("speech", self._path("audio/speech"), body, _speech_attributes(body))
-        return self._achunks(stream, planned)
-
-    def _chunks(self, stream: Iterator[bytes], planned: float | None) -> Iterator[bytes]:
-        size = 0
-        for chunk in stream:
-            size += len(chunk)
-            yield chunk
-        if not size:
-            raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
-        self._charge(Usage(), planned)
-
-    async def _achunks(self, stream: AsyncIterator[bytes], planned: float | None) -> AsyncIterator[bytes]:
-        size = 0
-        async for chunk in stream:
-            size += len(chunk)
-            yield chunk
-        if not size:
-            raise ModelResponseError(f"{self.provider} answered the speech request with no audio")
-        self._charge(Usage(), planned)
+        return self._astream(self._speech_call(text, voice, format, speed, instructions, options, streamed=True))
 
 
 def _check_voice(voice: Any) -> str | dict[str, str]:

@@ -35,7 +35,7 @@ from chatclient.errors import ModelResponseError
 from chatclient.messages import Media
 from chatclient.models.base import Usage
 from chatclient.models.http.limits import DEFAULT_TIMEOUT
-from chatclient.models.openai_media import AzureDeployment, OpenAIMediaModel, sniff_mime, upload
+from chatclient.models.openai_media import AzureDeployment, MediaCall, OpenAIMediaModel, form_value, sniff_mime, upload
 
 if TYPE_CHECKING:
     import httpx
@@ -341,14 +341,7 @@ class OpenAIImageModel(OpenAIMediaModel):
     ) -> ImageResponse:
         """``n`` images for ``prompt``; ``options`` are passed on (``background``, ``moderation``,
         ``output_compression``, ``response_format``, ``user``)."""
-        body = self._generation(prompt, n, size, quality, style, output_format, options)
-        planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        return self._request(
-            "generate_image",
-            lambda: self._http.post(self._path("images/generations"), body),
-            lambda payload: self._answer(payload, body, planned),
-            _span_attributes(body),
-        )
+        return self._request(self._generate_call(prompt, n, size, quality, style, output_format, options))
 
     async def agenerate(
         self,
@@ -362,14 +355,14 @@ class OpenAIImageModel(OpenAIMediaModel):
         **options: Any,
     ) -> ImageResponse:
         """Async ``generate``."""
+        return await self._arequest(self._generate_call(prompt, n, size, quality, style, output_format, options))
+
+    def _generate_call(
+        self, prompt: str, n: int, size: str | None, quality: str | None, style: str | None,
+        output_format: str | None, options: Mapping[str, Any],
+    ) -> MediaCall[ImageResponse]:  # fmt: skip
         body = self._generation(prompt, n, size, quality, style, output_format, options)
-        planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        return await self._arequest(
-            "generate_image",
-            lambda: self._http.apost(self._path("images/generations"), body),
-            lambda payload: self._answer(payload, body, planned),
-            _span_attributes(body),
-        )
+        return self._images_call("generate_image", "images/generations", body, body)
 
     # -- edits ---------------------------------------------------------------------------------------
 
@@ -400,7 +393,7 @@ class OpenAIImageModel(OpenAIMediaModel):
         ]
         if mask is not None:
             files.append(upload(mask, field="mask", what="mask", max_bytes=limit, limit_name=who))
-        text = {k: v if isinstance(v, str) else _form_value(v) for k, v in fields.items()}
+        text = {k: form_value(v, "an image edit option") for k, v in fields.items()}
         return multipart_body(text, files), fields
 
     def edit(
@@ -416,14 +409,7 @@ class OpenAIImageModel(OpenAIMediaModel):
     ) -> ImageResponse:
         """Change ``images`` (one or several: ``Media``, bytes or paths) as ``prompt`` says; ``mask``
         (a PNG with an alpha channel) marks where. ``options`` are passed on as form fields."""
-        body, fields = self._edit_body(prompt, images, mask, n, size, quality, options)
-        planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        return self._request(
-            "edit_image",
-            lambda: self._http.post(self._path("images/edits"), body),
-            lambda payload: self._answer(payload, fields, planned),
-            _span_attributes(fields),
-        )
+        return self._request(self._edit_call(prompt, images, mask, n, size, quality, options))
 
     async def aedit(
         self,
@@ -437,11 +423,26 @@ class OpenAIImageModel(OpenAIMediaModel):
         **options: Any,
     ) -> ImageResponse:
         """Async ``edit``."""
+        return await self._arequest(self._edit_call(prompt, images, mask, n, size, quality, options))
+
+    def _edit_call(
+        self, prompt: str, images: Any, mask: Any, n: int, size: str | None, quality: str | None,
+        options: Mapping[str, Any],
+    ) -> MediaCall[ImageResponse]:  # fmt: skip
         body, fields = self._edit_body(prompt, images, mask, n, size, quality, options)
+        return self._images_call("edit_image", "images/edits", body, fields)
+
+    def _images_call(
+        self, operation: str, endpoint: str, body: Any, fields: Mapping[str, Any]
+    ) -> MediaCall[ImageResponse]:
+        """The checked request's call, its cost planned against the budgets first (at the ``n``,
+        quality and size asked for)."""
+        n, quality, size = fields["n"], fields.get("quality"), fields.get("size")
         planned = self._plan(lambda price: _image_cost(price, n, quality, size))
-        return await self._arequest(
-            "edit_image",
-            lambda: self._http.apost(self._path("images/edits"), body),
+        return MediaCall(
+            operation,
+            self._path(endpoint),
+            body,
             lambda payload: self._answer(payload, fields, planned),
             _span_attributes(fields),
         )
@@ -461,14 +462,6 @@ class OpenAIImageModel(OpenAIMediaModel):
             self._charge(response.usage, cost)
             return ImageResponse(response.images, response.usage, {**response.metadata, "cost": cost})
         return response
-
-
-def _form_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    raise TypeError(f"an image edit option must be text, a number or a bool, not {type(value).__name__}")
 
 
 def _image_cost(price: MediaPrice, n: int, quality: Any, size: Any) -> float | None:

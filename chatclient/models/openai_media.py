@@ -15,9 +15,9 @@ constructor arguments) and sends each request through ``_request``, which
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 from urllib.parse import quote
 
 from chatclient import jsonsafe
@@ -35,7 +35,16 @@ if TYPE_CHECKING:
     from chatclient.models.http import HTTPTransport, ResponseLimits
     from chatclient.models.http.multipart import FilePart
 
-__all__ = ["AzureDeployment", "OpenAIMediaModel", "SpendingBudget", "media_refusal", "sniff_mime", "upload"]
+__all__ = [
+    "AzureDeployment",
+    "MediaCall",
+    "OpenAIMediaModel",
+    "SpendingBudget",
+    "form_value",
+    "media_refusal",
+    "sniff_mime",
+    "upload",
+]
 
 _T = TypeVar("_T")
 REFUSAL_CODES = frozenset({"content_policy_violation", "moderation_blocked", "content_filter"})
@@ -65,6 +74,38 @@ class AzureDeployment:
     deployment: str
     api_version: str | None
     token_provider: TokenProvider | None
+
+
+@dataclass(frozen=True, slots=True)
+class MediaCall(Generic[_T]):
+    """One request of a media model, built and checked before any I/O (the sans-IO part): where it
+    goes, what it sends, whether the answer is raw bytes (``binary``), how the answer becomes the
+    result (``finish``; for a stream, of the streamed size) and what its span records.
+    ``OpenAIMediaModel._request`` / ``_arequest`` (``_stream`` / ``_astream``) send it: the sync
+    and async shells share everything else."""
+
+    operation: str
+    path: str
+    body: Any
+    finish: Callable[[Any], _T]
+    attributes: Mapping[str, Any]
+    binary: bool = False
+
+    def finished(self, answer: Any, done: Callable[[Any], None]) -> _T:
+        """``finish(answer)``, reported to the observation as the call's result."""
+        result = self.finish(answer)
+        done(result)
+        return result
+
+
+def form_value(value: Any, what: str) -> str:
+    """A multipart form field's text: bools as ``true``/``false``, numbers as written; ``what``
+    names the option in the ``TypeError`` for anything else."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise TypeError(f"{what} must be text, a number or a bool, not {type(value).__name__}")
 
 
 def media_refusal(exc: ModelHTTPError) -> RefusalError | None:
@@ -227,78 +268,70 @@ class OpenAIMediaModel(PooledHTTPResource):
 
     # -- requests -----------------------------------------------------------------------------------
 
-    def _request(
-        self, operation: str, send: Callable[[], Any], finish: Callable[[Any], _T], attributes: Mapping[str, Any]
-    ) -> _T:
-        """``finish(send())`` observed as ``operation`` (the observation ends with the finished
-        result), with refusals typed and one token refresh after a 401."""
-        with observed(observe_media(self, operation, attributes)) as done:
+    def _request(self, call: MediaCall[_T]) -> _T:
+        """Send ``call`` and finish its answer, observed as its operation (the observation ends
+        with the finished result), with refusals typed and one token refresh after a 401."""
+        post = self._http.post_binary if call.binary else self._http.post
+        with observed(observe_media(self, call.operation, call.attributes)) as done:
             for attempt in range(2):
                 try:
-                    answer = send()
+                    answer = post(call.path, call.body)
                     break
                 except ModelHTTPError as exc:
                     if not self._again(exc, attempt):
                         raise
-            result = finish(answer)
-            done(result)
-            return result
+            return call.finished(answer, done)
 
-    async def _arequest(
-        self,
-        operation: str,
-        send: Callable[[], Awaitable[Any]],
-        finish: Callable[[Any], _T],
-        attributes: Mapping[str, Any],
-    ) -> _T:
+    async def _arequest(self, call: MediaCall[_T]) -> _T:
         """Async ``_request``."""
-        with observed(observe_media(self, operation, attributes)) as done:
+        post = self._http.apost_binary if call.binary else self._http.apost
+        with observed(observe_media(self, call.operation, call.attributes)) as done:
             for attempt in range(2):
                 try:
-                    answer = await send()
+                    answer = await post(call.path, call.body)
                     break
                 except ModelHTTPError as exc:
                     if not self._again(exc, attempt):
                         raise
-            result = finish(answer)
-            done(result)
-            return result
+            return call.finished(answer, done)
 
-    def _stream(self, operation: str, path: str, body: Any, attributes: Mapping[str, Any]) -> Iterator[bytes]:
-        """The answer's bytes as they arrive, with the failures of ``_request`` typed the same way."""
-        with observed(observe_media(self, operation, attributes)) as done:
-            size = 0
+    def _stream(self, call: MediaCall[Any]) -> Iterator[bytes]:
+        """The answer's bytes as they arrive, with the failures of ``_request`` typed the same way;
+        once they end, ``call.finish`` gets their total size (outside the observation, which ends
+        with that size)."""
+        size = 0
+        with observed(observe_media(self, call.operation, call.attributes)) as done:
             for attempt in range(2):
                 started = False
                 try:
-                    for chunk in self._http.stream_bytes(path, body):
+                    for chunk in self._http.stream_bytes(call.path, call.body):
                         started = True
                         size += len(chunk)
                         yield chunk
-                    done(size)
-                    return
+                    break
                 except ModelHTTPError as exc:
                     if started or not self._again(exc, attempt):
                         raise
+            done(size)
+        call.finish(size)
 
-    async def _astream(
-        self, operation: str, path: str, body: Any, attributes: Mapping[str, Any]
-    ) -> AsyncIterator[bytes]:
+    async def _astream(self, call: MediaCall[Any]) -> AsyncIterator[bytes]:
         """Async ``_stream``."""
-        with observed(observe_media(self, operation, attributes)) as done:
-            size = 0
+        size = 0
+        with observed(observe_media(self, call.operation, call.attributes)) as done:
             for attempt in range(2):
                 started = False
                 try:
-                    async for chunk in self._http.astream_bytes(path, body):
+                    async for chunk in self._http.astream_bytes(call.path, call.body):
                         started = True
                         size += len(chunk)
                         yield chunk
-                    done(size)
-                    return
+                    break
                 except ModelHTTPError as exc:
                     if started or not self._again(exc, attempt):
                         raise
+            done(size)
+        call.finish(size)
 
     def _again(self, exc: ModelHTTPError, attempt: int) -> bool:
         """Whether to send once more (a refused Entra token, asked again); raise a refusal typed."""
