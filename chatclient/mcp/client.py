@@ -32,6 +32,7 @@ import structlog
 from pydantic import ValidationError
 
 from chatclient.errors import (
+    McpAuthError,
     McpConnectionError,
     McpError,
     McpProtocolError,
@@ -54,6 +55,7 @@ from chatclient.messages import Message
 if TYPE_CHECKING:
     from chatclient.client import ChatClient
     from chatclient.mcp.elicitation import ElicitationHandler
+    from chatclient.mcp.oauth import McpOAuth
     from chatclient.mcp.sampling import SamplingApproval
     from chatclient.rag.documents import Document
 
@@ -245,6 +247,8 @@ class McpClient:
         self._lost: BaseException | None = None
         self._transport_error: McpError | None = None
         self._secrets: tuple[str, ...] = ()
+        self._oauth: Any = None
+        self._http_status: int | None = None
 
     # -- construction -----------------------------------------------------------------------------
 
@@ -314,21 +318,38 @@ class McpClient:
         sampling: ChatClient | None = None,
         approve_sampling: SamplingApproval | None = None,
         elicitation: ElicitationHandler | None = None,
+        auth: McpOAuth | None = None,
         logger: Any = None,
     ) -> McpClient:
-        """A server at a streamable HTTP endpoint (``http://host:port/mcp``); ``headers`` e.g. a bearer token."""
+        """A server at a streamable HTTP endpoint (``http://host:port/mcp``); ``headers`` e.g. a bearer token.
+
+        ``auth`` signs in with OAuth 2.1 (``chatclient.mcp.oauth.OAuthClientCredentials`` or
+        ``OAuthAuthorizationCode``): discovery, registration, tokens and refresh happen on the
+        server's first ``401``; failures raise ``McpAuthError``.
+        """
         _check_url(url)
         fixed = dict(headers or {})
         connect = float(timeout)
         read = call_timeout if call_timeout is not None else 3600.0
+        if auth is not None and not hasattr(auth, "provider"):
+            raise TypeError("auth takes OAuthClientCredentials or OAuthAuthorizationCode (chatclient.mcp.oauth)")
+        provider = auth.provider(url) if auth is not None else None
 
         def open_transport(_errlog: Any) -> Any:
             import httpx2
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            return _with_http_client(
-                create_mcp_http_client(headers=fixed, timeout=httpx2.Timeout(connect, read=read)), url
+            http_client = create_mcp_http_client(
+                headers=fixed, timeout=httpx2.Timeout(connect, read=read), auth=provider
             )
+
+            async def note_status(response: Any) -> None:
+                # The SDK turns a refused request into a bare JSON-RPC error; remember the HTTP status
+                # so a 401/403 can be reported as the sign-in failure it is.
+                client._http_status = response.status_code
+
+            http_client.event_hooks["response"].append(note_status)
+            return _with_http_client(http_client, url)
 
         client = cls(
             open_transport,
@@ -341,7 +362,8 @@ class McpClient:
             elicitation=elicitation,
             logger=logger,
         )
-        client._secrets = _secrets_of(url, fixed)
+        client._secrets = _secrets_of(url, fixed) + (auth.secrets() if auth is not None else ())
+        client._oauth = provider
         return client
 
     @classmethod
@@ -651,6 +673,11 @@ class McpClient:
         if isinstance(exc, McpError):
             return exc
         server = self._label
+        refused = _auth_failure(exc)
+        if refused is None and isinstance(exc, MCPError) and self._http_status in (401, 403):
+            refused = f"the server answered {self._http_status} (the token was refused or is missing)"
+        if refused is not None:
+            return McpAuthError(f"signing in to MCP server {server} failed while {what}: {refused}", server=server)
         if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or (
             isinstance(exc, MCPError) and exc.code == types.REQUEST_TIMEOUT
         ):
@@ -1117,6 +1144,19 @@ def _url_label(url: str) -> str:
     host = parts.hostname or "?"
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}{parts.path}"[:200]
+
+
+def _auth_failure(exc: BaseException) -> str | None:
+    """Why OAuth failed, when ``exc`` is an OAuth failure: the SDK's flow errors, or the server's 401/403."""
+    from mcp.client.auth import OAuthFlowError
+
+    if isinstance(exc, OAuthFlowError):
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if status in (401, 403):
+        return f"the server answered {status} (the token was refused or is missing)"
+    return None
 
 
 def _secrets_of(url: str, headers: Mapping[str, str]) -> tuple[str, ...]:

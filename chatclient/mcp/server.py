@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
 
     from chatclient.client import ChatClient
+    from chatclient.mcp.oauth import ProtectedResource
     from chatclient.rag.documents import Document
 
 PromptFunction = Callable[..., "str | Sequence[Message]"]
@@ -444,8 +445,12 @@ def http_app(
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
     auth: AuthHook | None = None,
+    protected_resource: ProtectedResource | None = None,
 ) -> Any:
     """The ASGI app ``serve`` runs for the HTTP transports, with DNS-rebinding protection.
+
+    With ``protected_resource`` (OAuth: ``auth`` then checks the bearer token) the app publishes
+    its RFC 9728 metadata and each ``401`` names it in ``WWW-Authenticate``.
 
     On a loopback ``host`` only loopback ``Host`` headers (421 otherwise) and loopback ``Origin``s
     (403 otherwise) pass, plus any ``allowed_hosts`` / ``allowed_origins`` (``"name:*"`` allows any
@@ -456,6 +461,8 @@ def http_app(
         raise ValueError(f"http_app serves 'http' or 'sse', got {transport!r}")
     if auth is not None and not callable(auth):
         raise TypeError("auth takes a function auth(request) -> bool (sync or async)")
+    if protected_resource is not None and auth is None:
+        raise ValueError("protected_resource needs an auth hook that checks the bearer token")
     guard = HostOriginGuard.for_bind(
         host,
         allowed_hosts,
@@ -471,7 +478,43 @@ def http_app(
         if transport == "http"
         else _sse_app(server, settings)
     )
-    return guarded(app, guard, None if auth is None else _yes_or_no(auth))
+    if protected_resource is None:
+        return guarded(app, guard, None if auth is None else _yes_or_no(auth))
+    assert auth is not None
+    gate = guarded(app, guard, _yes_or_no(auth), render=_bearer_challenge(protected_resource.metadata_url))
+    return _with_resource_metadata(gate, guard, protected_resource)
+
+
+def _bearer_challenge(metadata_url: str) -> Callable[[Any], Any]:
+    """Refusals as plain text; a ``401`` names the protected resource metadata (MCP authorization spec)."""
+    from starlette.responses import PlainTextResponse
+
+    def render(refusal: Any) -> Any:
+        headers = {"WWW-Authenticate": f'Bearer resource_metadata="{metadata_url}"'} if refusal.status == 401 else None
+        return PlainTextResponse(refusal.message, status_code=refusal.status, headers=headers)
+
+    return render
+
+
+def _with_resource_metadata(app: Any, guard: HostOriginGuard, resource: ProtectedResource) -> Any:
+    """``app``, plus the public RFC 9728 document at its well-known path (behind the Host/Origin check only)."""
+    from starlette.responses import JSONResponse, PlainTextResponse
+
+    document = resource.metadata()
+    paths = {resource.metadata_path, "/.well-known/oauth-protected-resource"}
+
+    async def serve_metadata(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path") in paths:
+            refusal = guard.check(scope.get("headers") or ())
+            if refusal is not None:
+                response: Any = PlainTextResponse(refusal.message, status_code=refusal.status)
+            else:
+                response = JSONResponse(document, headers={"Cache-Control": "max-age=3600"})
+            await response(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return serve_metadata
 
 
 async def aserve(
@@ -490,6 +533,7 @@ async def aserve(
     auth: AuthHook | None = None,
     completions: Mapping[str, Mapping[str, CompletionSource]] | None = None,
     resource_changes: ResourceChanges | None = None,
+    protected_resource: ProtectedResource | None = None,
 ) -> None:
     """Async twin of ``serve``: runs until stdin closes (stdio) or the task is cancelled (http)."""
     if transport not in ("stdio", "http", "sse"):
@@ -519,6 +563,7 @@ async def aserve(
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
         auth=auth,
+        protected_resource=protected_resource,
     )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()
@@ -560,6 +605,7 @@ def serve(
     auth: AuthHook | None = None,
     completions: Mapping[str, Mapping[str, CompletionSource]] | None = None,
     resource_changes: ResourceChanges | None = None,
+    protected_resource: ProtectedResource | None = None,
 ) -> None:
     """Serve tools, resources and prompts over MCP, blocking until the client goes away (stdio) or Ctrl-C (http).
 
@@ -570,7 +616,9 @@ def serve(
     ``Host`` (421) or ``Origin`` (403), so a web page cannot reach the tools through DNS
     rebinding; binding a non-loopback ``host`` needs ``allowed_hosts`` (and ``allowed_origins``
     for browsers) or an ``auth(request) -> bool`` hook (see ``http_app``). ``completions`` and
-    ``resource_changes`` are described in ``build_server``.
+    ``resource_changes`` are described in ``build_server``; ``protected_resource`` (with an
+    ``auth`` hook checking bearer tokens) makes the server an OAuth resource server (see
+    ``chatclient.mcp.oauth.ProtectedResource``).
 
     >>> from chatclient.tools import tool
     >>> @tool
@@ -597,6 +645,7 @@ def serve(
             auth=auth,
             completions=completions,
             resource_changes=resource_changes,
+            protected_resource=protected_resource,
         )
     )
 
