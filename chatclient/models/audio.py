@@ -29,22 +29,23 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 from chatclient.errors import ModelResponseError
 from chatclient.messages import Media
 from chatclient.models.base import Usage
-from chatclient.models.http.limits import DEFAULT_TIMEOUT
 from chatclient.models.http.transport import BinaryAnswer
-from chatclient.models.openai_media import AzureDeployment, MediaCall, OpenAIMediaModel, form_value, upload
+from chatclient.models.openai_media import (
+    AzureDeployment,
+    MediaCall,
+    MediaModelOptions,
+    OpenAIMediaModel,
+    form_value,
+    upload,
+)
 
 if TYPE_CHECKING:
-    import httpx
-
     from chatclient.models.azure import TokenProvider
-    from chatclient.models.http import ResponseLimits
-    from chatclient.models.media_prices import MediaPriceTable
-    from chatclient.models.openai_media import SpendingBudget
 
 __all__ = [
     "AzureOpenAISpeechModel",
@@ -281,31 +282,10 @@ class OpenAITranscriptionModel(OpenAIMediaModel):
         api_key: str | None = None,
         base_url: str | None = None,
         max_audio_bytes: int = MAX_TRANSCRIPTION_BYTES,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        response_limits: ResponseLimits | None = None,
-        budget: SpendingBudget | None = None,
-        budget_key: str = "default",
-        prices: MediaPriceTable | None = None,
+        **options: Unpack[MediaModelOptions],
     ) -> None:
         self.max_audio_bytes = _positive_int("max_audio_bytes", max_audio_bytes)
-        self._connect(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            headers=headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            response_limits=response_limits,
-            budget=budget,
-            budget_key=budget_key,
-            prices=prices,
-        )
+        self._connect(model, (base_url, api_key), **options)
 
     def _upload(
         self, audio: Any, language: str | None, prompt: str | None, timestamps: bool, mime_type: str | None,
@@ -439,32 +419,11 @@ class OpenAISpeechModel(OpenAIMediaModel):
         base_url: str | None = None,
         voice: str | Mapping[str, str] = "alloy",
         max_characters: int = MAX_SPEECH_CHARACTERS,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        response_limits: ResponseLimits | None = None,
-        budget: SpendingBudget | None = None,
-        budget_key: str = "default",
-        prices: MediaPriceTable | None = None,
+        **options: Unpack[MediaModelOptions],
     ) -> None:
         self.voice = _check_voice(voice)
         self.max_characters = _positive_int("max_characters", max_characters)
-        self._connect(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            headers=headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            response_limits=response_limits,
-            budget=budget,
-            budget_key=budget_key,
-            prices=prices,
-        )
+        self._connect(model, (base_url, api_key), **options)
 
     def _body(
         self, text: str, voice: Any, format: str, speed: float | None, instructions: str | None,
@@ -605,32 +564,10 @@ class AzureOpenAITranscriptionModel(OpenAITranscriptionModel):
         token_provider: TokenProvider | None = None,
         model: str = "gpt-4o-mini-transcribe",
         max_audio_bytes: int = MAX_TRANSCRIPTION_BYTES,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        response_limits: ResponseLimits | None = None,
-        budget: SpendingBudget | None = None,
-        budget_key: str = "default",
-        prices: MediaPriceTable | None = None,
+        **options: Unpack[MediaModelOptions],
     ) -> None:
         self.max_audio_bytes = _positive_int("max_audio_bytes", max_audio_bytes)
-        self._connect(
-            model,
-            api_key=None,
-            base_url=None,
-            azure=(endpoint, AzureDeployment(deployment, api_version, token_provider), api_key),
-            headers=headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            response_limits=response_limits,
-            budget=budget,
-            budget_key=budget_key,
-            prices=prices,
-        )
+        self._connect(model, (endpoint, AzureDeployment(deployment, api_version, token_provider), api_key), **options)
 
 class AzureOpenAISpeechModel(OpenAISpeechModel):
     __doc__ = "``OpenAISpeechModel`` on an Azure OpenAI deployment.\n" + _AZURE_DOC
@@ -649,30 +586,8 @@ class AzureOpenAISpeechModel(OpenAISpeechModel):
         model: str = "gpt-4o-mini-tts",
         voice: str | Mapping[str, str] = "alloy",
         max_characters: int = MAX_SPEECH_CHARACTERS,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        response_limits: ResponseLimits | None = None,
-        budget: SpendingBudget | None = None,
-        budget_key: str = "default",
-        prices: MediaPriceTable | None = None,
+        **options: Unpack[MediaModelOptions],
     ) -> None:
         self.voice = _check_voice(voice)
         self.max_characters = _positive_int("max_characters", max_characters)
-        self._connect(
-            model,
-            api_key=None,
-            base_url=None,
-            azure=(endpoint, AzureDeployment(deployment, api_version, token_provider), api_key),
-            headers=headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            response_limits=response_limits,
-            budget=budget,
-            budget_key=budget_key,
-            prices=prices,
-        )
+        self._connect(model, (endpoint, AzureDeployment(deployment, api_version, token_provider), api_key), **options)

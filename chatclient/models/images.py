@@ -29,21 +29,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 from chatclient.errors import ModelResponseError
 from chatclient.messages import Media
 from chatclient.models.base import Usage
-from chatclient.models.http.limits import DEFAULT_TIMEOUT
-from chatclient.models.openai_media import AzureDeployment, MediaCall, OpenAIMediaModel, form_value, sniff_mime, upload
+from chatclient.models.openai_media import (
+    AzureDeployment,
+    MediaCall,
+    MediaModelOptions,
+    OpenAIMediaModel,
+    form_value,
+    sniff_mime,
+    upload,
+)
 
 if TYPE_CHECKING:
-    import httpx
-
     from chatclient.models.azure import TokenProvider
-    from chatclient.models.http import ResponseLimits
-    from chatclient.models.media_prices import MediaPrice, MediaPriceTable
-    from chatclient.models.openai_media import SpendingBudget
+    from chatclient.models.media_prices import MediaPrice
 
 __all__ = [
     "AzureOpenAIImageModel",
@@ -293,30 +296,9 @@ class OpenAIImageModel(OpenAIMediaModel):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        response_limits: ResponseLimits | None = None,
-        budget: SpendingBudget | None = None,
-        budget_key: str = "default",
-        prices: MediaPriceTable | None = None,
+        **options: Unpack[MediaModelOptions],
     ) -> None:
-        self._connect(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            headers=headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            response_limits=response_limits,
-            budget=budget,
-            budget_key=budget_key,
-            prices=prices,
-        )
+        self._connect(model, (base_url, api_key), **options)
 
     # -- generations ---------------------------------------------------------------------------------
 
@@ -507,28 +489,6 @@ class AzureOpenAIImageModel(OpenAIImageModel):
         api_key: str | None = None,
         token_provider: TokenProvider | None = None,
         model: str = "gpt-image-1",
-        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        headers: Mapping[str, str] | None = None,
-        response_limits: ResponseLimits | None = None,
-        budget: SpendingBudget | None = None,
-        budget_key: str = "default",
-        prices: MediaPriceTable | None = None,
+        **options: Unpack[MediaModelOptions],
     ) -> None:
-        self._connect(
-            model,
-            api_key=None,
-            base_url=None,
-            azure=(endpoint, AzureDeployment(deployment, api_version, token_provider), api_key),
-            headers=headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            http_client=http_client,
-            async_http_client=async_http_client,
-            response_limits=response_limits,
-            budget=budget,
-            budget_key=budget_key,
-            prices=prices,
-        )
+        self._connect(model, (endpoint, AzureDeployment(deployment, api_version, token_provider), api_key), **options)

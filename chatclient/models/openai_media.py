@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypedDict, TypeVar, runtime_checkable
 from urllib.parse import quote
 
 from chatclient import jsonsafe
 from chatclient.errors import AuthenticationError, BudgetExceededError, ModelHTTPError, RefusalError
 from chatclient.models.base import Usage
 from chatclient.models.http._pooled import PooledHTTPResource
+from chatclient.models.http.limits import DEFAULT_TIMEOUT
 from chatclient.models.media_prices import DEFAULT_MEDIA_PRICES, MediaPrice, MediaPriceTable
 from chatclient.observation import observe_media, observed
 from chatclient.usage_meter import media_meters
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AzureDeployment",
     "MediaCall",
+    "MediaModelOptions",
     "OpenAIMediaModel",
     "SpendingBudget",
     "form_value",
@@ -61,6 +63,28 @@ class SpendingBudget(Protocol):
     def add(self, key: str, usage: Usage, cost: float | None) -> None:
         """Charge one call to ``key``."""
         ...
+
+
+class MediaModelOptions(TypedDict, total=False):
+    """The settings every OpenAI (and Azure OpenAI) image and audio model takes as keywords beside
+    its model and endpoint; each model's constructor passes them on as they are.
+
+    ``timeout`` (default ``DEFAULT_TIMEOUT``) and ``max_retries`` (default 2) as the chat models
+    take them; your own ``http_client`` / ``async_http_client`` (left open on ``close()``); extra
+    ``headers``; ``response_limits``; a ``budget`` (an ``advisors.Budget``) checked before each call
+    and charged after it to ``budget_key`` (default ``"default"``), at ``prices`` (default
+    ``DEFAULT_MEDIA_PRICES``).
+    """
+
+    timeout: float | httpx.Timeout | None
+    max_retries: int
+    http_client: httpx.Client | None
+    async_http_client: httpx.AsyncClient | None
+    headers: Mapping[str, str] | None
+    response_limits: ResponseLimits | None
+    budget: SpendingBudget | None
+    budget_key: str
+    prices: MediaPriceTable | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,22 +168,21 @@ class OpenAIMediaModel(PooledHTTPResource):
     def _connect(
         self,
         model: str,
+        target: tuple[str | None, str | None] | tuple[str | None, AzureDeployment, str | None],
+        /,
         *,
-        api_key: str | None,
-        base_url: str | None,
-        azure: tuple[str | None, AzureDeployment, str | None] | None = None,
-        headers: Mapping[str, str] | None,
-        timeout: float | httpx.Timeout | None,
-        max_retries: int,
-        http_client: httpx.Client | None,
-        async_http_client: httpx.AsyncClient | None,
-        response_limits: ResponseLimits | None,
-        budget: SpendingBudget | None,
-        budget_key: str,
-        prices: MediaPriceTable | None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = 2,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        response_limits: ResponseLimits | None = None,
+        budget: SpendingBudget | None = None,
+        budget_key: str = "default",
+        prices: MediaPriceTable | None = None,
     ) -> None:
-        """Build the transport: OpenAI (``base_url``, ``api_key``) or, with ``azure=(endpoint,
-        deployment, api_key)``, an Azure deployment."""
+        """Build the transport: OpenAI (``target=(base_url, api_key)``) or an Azure deployment
+        (``target=(endpoint, deployment, api_key)``); the keywords are ``MediaModelOptions``."""
         from chatclient.models.http import HTTPTransport, RetryPolicy
 
         if not isinstance(model, str) or not model.strip():
@@ -171,16 +194,16 @@ class OpenAIMediaModel(PooledHTTPResource):
         all_headers = dict(headers or {})
         self.azure: AzureDeployment | None = None
         vendor_hosts: tuple[str, ...] | None = None
-        if azure is None:
+        if len(target) == 2:
             from chatclient.models.openai import openai_endpoint
 
-            url, key, credential = openai_endpoint(base_url, api_key)
+            url, key, credential = openai_endpoint(*target)
             if key:
                 all_headers["authorization"] = f"Bearer {key}"
         else:
             from chatclient.models.azure import VENDOR_HOSTS, azure_auth, azure_base_url
 
-            endpoint, self.azure, azure_key = azure
+            endpoint, self.azure, azure_key = target
             url = azure_base_url(endpoint, self.azure.deployment, self.azure.api_version)
             auth, key, credential = azure_auth(azure_key, self.azure.token_provider, url.rsplit("/openai", 1)[0])
             all_headers.update(auth)
