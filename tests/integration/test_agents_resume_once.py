@@ -6,7 +6,6 @@ The step after the human gate is ``pay``: every test counts how often it ran."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,54 +29,35 @@ from chatclient.agents import (
     sequence,
 )
 from chatclient.errors import AgenticScopeError, RunClaimedError
+from tests.support.scope_stores import (
+    POSTGRES_DSN,
+    STORE_KINDS,
+    ScopeStoreSpec,
+    drop_table,
+    open_scope_store,
+    postgres_or_skip,
+    scope_store_spec,
+)
 
 pytestmark = pytest.mark.integration
 
-POSTGRES_DSN = os.environ.get("CHATCLIENT_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
-
-def _postgres_or_skip() -> None:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (extra 'postgres')")
-    try:
-        psycopg.connect(POSTGRES_DSN, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {POSTGRES_DSN} does not answer: {exc}")
-
-
-def _drop(table: str) -> None:
-    import psycopg
-
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=STORE_KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    if request.param == "postgres":
-        _postgres_or_skip()
     return str(request.param)
 
 
 @pytest.fixture
-def spec(kind: str, tmp_path: Path) -> Any:
-    table = f"resume_{uuid.uuid4().hex[:10]}"
-    where = str(tmp_path / "scopes.db") if kind == "sqlite" else POSTGRES_DSN if kind == "postgres" else None
-    yield (kind, where, table)
-    if kind == "postgres":
-        _drop(table)
+def spec(kind: str, tmp_path: Path) -> Iterator[ScopeStoreSpec]:
+    yield from scope_store_spec(kind, tmp_path, "resume")
 
 
 _MEMORY: dict[str, InMemoryScopeStore] = {}
 
 
-def open_store(spec: Any, **options: Any) -> Any:
-    """A new store object (a new connection) on the spec's database."""
-    kind, where, table = spec
-    if kind == "memory":
-        return _MEMORY.setdefault(table, InMemoryScopeStore(**options))
-    if kind == "sqlite":
-        return SqliteScopeStore(where, table=table, **options)
-    return PostgresScopeStore(where, table=table, **options)
+def open_store(spec: ScopeStoreSpec, **options: Any) -> Any:
+    """A new store object (a new connection) on the spec's database; in memory the same store."""
+    return open_scope_store(spec, _MEMORY, **options)
 
 
 def payment_workflow(paid: list[str], *, pay_hook: Any = None) -> Any:
@@ -417,7 +398,7 @@ def test_a_store_table_written_before_claims_gets_the_claim_columns(tmp_path: Pa
 
 @pytest.mark.postgres
 def test_a_postgres_table_written_before_claims_gets_the_claim_columns() -> None:
-    _postgres_or_skip()
+    postgres_or_skip()
     import psycopg
 
     table = f"old_{uuid.uuid4().hex[:10]}"
@@ -435,7 +416,7 @@ def test_a_postgres_table_written_before_claims_gets_the_claim_columns() -> None
             wf.resume(text, "y", scope_store=PostgresScopeStore(POSTGRES_DSN, table=table))
         store.close()
     finally:
-        _drop(table)
+        drop_table(table)
 
 
 RACER = textwrap.dedent(
@@ -495,7 +476,7 @@ def test_two_processes_racing_to_resume_pay_once(spec: Any, tmp_path: Path) -> N
     try:
         deadline = time.monotonic() + 60
         while not all((tmp_path / f"ready-{n}").exists() for n in ("r1", "r2")):
-            assert time.monotonic() < deadline, [r.stderr.read() for r in racers if r.poll() is not None]
+            assert time.monotonic() < deadline, [r.stderr and r.stderr.read() for r in racers if r.poll() is not None]
             time.sleep(0.01)
         (tmp_path / "go").touch()  # both start their resume together
         outputs = sorted(r.communicate(timeout=60)[0].strip() for r in racers)

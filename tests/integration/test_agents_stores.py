@@ -5,13 +5,13 @@ show that no completed agent (parallel branches included) ran twice."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,58 +19,32 @@ import pytest
 
 from chatclient.agents import (
     AgenticScope,
-    InMemoryScopeStore,
     PostgresScopeStore,
     SqliteScopeStore,
     agent_function,
     sequence,
 )
 from chatclient.errors import AgentExecutionError, AgenticScopeError
+from tests.support.scope_stores import (
+    POSTGRES_DSN,
+    STORE_KINDS,
+    ScopeStoreSpec,
+    drop_table,
+    open_scope_store,
+    postgres_or_skip,
+    scope_store_spec,
+)
 
 pytestmark = pytest.mark.integration
 
-POSTGRES_DSN = os.environ.get("CHATCLIENT_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
-
-def _postgres_or_skip() -> None:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (extra 'postgres')")
-    try:
-        psycopg.connect(POSTGRES_DSN, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at {POSTGRES_DSN} does not answer: {exc}")
-
-
-def _drop(table: str) -> None:
-    import psycopg
-
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    table = f"scopes_{uuid.uuid4().hex[:10]}"
-    if request.param == "memory":
-        yield ("memory", None, None)
-    elif request.param == "sqlite":
-        yield ("sqlite", str(tmp_path / "scopes.db"), table)
-    else:
-        _postgres_or_skip()
-        yield ("postgres", POSTGRES_DSN, table)
-        _drop(table)
-
-
-def make_store(spec: tuple[str, Any, Any]) -> Any:
-    kind, where, table = spec
-    if kind == "memory":
-        return InMemoryScopeStore()
-    if kind == "sqlite":
-        return SqliteScopeStore(where, table=table)
-    return PostgresScopeStore(where, table=table)
+@pytest.fixture(params=STORE_KINDS)
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ScopeStoreSpec]:
+    yield from scope_store_spec(request.param, tmp_path, "scopes")
 
 
 def test_store_contract(store_spec: Any) -> None:
-    store = make_store(store_spec)
+    store = open_scope_store(store_spec)
     assert store.load("absent") is None
     scope = AgenticScope({"text": "héllo \x00 nul", "n": (1, 2)}, id="s-1")
     store.save(scope)
@@ -101,7 +75,7 @@ def test_store_is_used_by_a_run_and_continues_it(store_spec: Any) -> None:
             raise RuntimeError("crash")
         return a * 10
 
-    store = make_store(store_spec)
+    store = open_scope_store(store_spec)
     wf = sequence(first, second, name="wf")
     with pytest.raises(AgentExecutionError):
         wf.run(x=1, scope_id="job", scope_store=store)
@@ -181,7 +155,7 @@ def test_sigkill_mid_run_then_recovery_never_reruns_completed_agents(kind: str, 
     table = f"crash_{uuid.uuid4().hex[:10]}"
     where = str(tmp_path / "scopes.db") if kind == "sqlite" else POSTGRES_DSN
     if kind == "postgres":
-        _postgres_or_skip()
+        postgres_or_skip()
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     calls = tmp_path / "calls.txt"
@@ -216,4 +190,4 @@ def test_sigkill_mid_run_then_recovery_never_reruns_completed_agents(kind: str, 
     finally:
         store.close()
         if kind == "postgres":
-            _drop(table)
+            drop_table(table)
