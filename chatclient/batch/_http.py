@@ -3,7 +3,8 @@
 It borrows the provider model's base URL, headers (its key) and secrets, maps failures to the same
 typed errors as a chat call (``error_for_status``), retries 429/5xx/connection failures with the
 model's retry policy, and never keeps a connection between calls (a batch job polls every few
-seconds at most, and a job object must pickle).
+seconds at most, and a job object must pickle). The upload is a POST like a chat call's and is
+sent by the model's ``HTTPTransport`` itself (``multipart_body``).
 """
 
 from __future__ import annotations
@@ -95,10 +96,13 @@ class BatchHTTP:
         return self.t._decode(response.text)
 
     def upload(self, path: str, *, data: dict[str, str], filename: str, content: bytes) -> Any:
-        """A multipart/form-data upload of one file; the decoded JSON answer."""
-        files = {"file": (filename, content, "application/jsonl")}
-        response = self._attempts("POST", path, data=data, files=files, headers=self._headers(json_body=False))
-        return self.t._decode(response.text)
+        """A multipart/form-data upload of one file; the decoded JSON answer.
+
+        A POST like a chat call's: it goes through the transport itself (its retries, redirects,
+        response bound and typed errors), the body encoded once so that a retry resends its bytes."""
+        from chatclient.models.http.multipart import FilePart, multipart_body
+
+        return self.t.post(path, multipart_body(data, [FilePart("file", filename, "application/jsonl", content)]))
 
     def jsonl(self, path: str) -> Iterator[tuple[int, Any]]:
         """The lines of a JSONL file as (line number from 1, decoded object); blank lines skipped."""

@@ -225,6 +225,18 @@ def test_http_failure_is_typed_and_never_shows_the_key(server: LoopbackServer) -
     assert KEY not in str(info.value)
 
 
+def test_upload_is_retried_after_a_503_with_the_same_bytes(server: LoopbackServer) -> None:
+    fake = FakeOpenAIBatches(server)
+    server.script("/v1/files", Reply(503, json={"error": {"message": "busy", "type": "server_error"}}))
+    c = client(server)
+    job = OpenAIBatch(model(server)).submit([c.prompt("a")])
+    first, second = server.requests_to("/v1/files")
+    assert first.raw == second.raw and first.headers["content-type"] == second.headers["content-type"]
+    assert first.headers["content-type"].startswith("multipart/form-data; boundary=")
+    (job_id,) = job.parts
+    assert [line["custom_id"] for line in fake.input_lines(job_id)] == ["item-0"]
+
+
 def test_results_files_are_bounded_and_must_be_json(server: LoopbackServer) -> None:
     fake = FakeOpenAIBatches(server)
     c = client(server)
