@@ -56,9 +56,9 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from chatclient.asgi_guard import AuthHook, HostOriginGuard, Refusal, guarded
 from chatclient.errors import ChatClientError
@@ -347,6 +347,64 @@ class ServingApp:
         await self._asgi(scope, receive, send)
 
 
+class _Dispatch:
+    """The app's routes: a POST or GET to a fixed path goes straight to its (async) endpoint; the
+    rest (path parameters, 404, 405, HEAD) to Starlette's ``Router``, which answers the same way
+    for them, with a few more layers per request."""
+
+    __slots__ = ("exact", "router")
+
+    def __init__(self, routes: Sequence[Any], router: Any) -> None:
+        import inspect
+
+        from starlette.routing import Route
+
+        self.router = router
+        self.exact: dict[tuple[str, str], Any] = {}
+        for route in routes:
+            if (
+                type(route) is Route
+                and not route.param_convertors
+                and inspect.iscoroutinefunction(route.endpoint)
+                and route.methods
+            ):
+                for method in route.methods & {"GET", "POST"}:
+                    self.exact.setdefault((route.path, method), route.endpoint)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root + "/"):  # mounted: the route path is below the mount
+                path = path[len(root) :]
+            endpoint = self.exact.get((path, scope["method"]))
+            if endpoint is not None:
+                from starlette.requests import Request
+
+                response = await endpoint(Request(scope, receive, send))
+                await response(scope, receive, send)
+                return
+        await self.router(scope, receive, send)
+
+
+class JsonAnswer:
+    """A JSON response whose body is already bytes: two ASGI messages, nothing else."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, body: bytes, *, status: int = 200, headers: Mapping[str, str] | None = None) -> None:
+        self.body = body
+        self.status = status
+        self.headers = headers
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raw = [(b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())]
+        if self.headers:
+            raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items())
+        await send({"type": "http.response.start", "status": self.status, "headers": raw})
+        await send({"type": "http.response.body", "body": self.body})
+
+
 def _origin_regex(patterns: Sequence[str]) -> str:
     import re
 
@@ -415,20 +473,28 @@ class Edge:
 
         # A bare Router, not a Starlette app: its middleware (error pages, exception handlers) would
         # cost every request and do nothing here, where every failure is already answered.
-        inner = Router(routes=list(routes))
+        inner = _Dispatch(routes, Router(routes=list(routes)))
         gate = guarded(inner, self.guard, self.auth, render=lambda refusal: render(EdgeError.from_refusal(refusal)))
         origins = self.guard.origins
-        asgi: Any = gate
-        if origins:
-            # Preflights carry no credentials, so CORS answers them before the auth hook runs.
-            asgi = CORSMiddleware(
-                gate,
-                allow_origin_regex=_origin_regex(origins),
-                allow_methods=["GET", "POST", "OPTIONS"],
-                allow_headers=["*"],
-                allow_credentials=True,
-                expose_headers=["x-conversation-id", "retry-after", "x-vercel-ai-ui-message-stream"],
-            )
+        if not origins:
+            return ServingApp(gate, self)
+        # Preflights carry no credentials, so CORS answers them before the auth hook runs.
+        cors = CORSMiddleware(
+            gate,
+            allow_origin_regex=_origin_regex(origins),
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["*"],
+            allow_credentials=True,
+            expose_headers=["x-conversation-id", "retry-after", "x-vercel-ai-ui-message-stream"],
+        )
+
+        async def asgi(scope: Any, receive: Any, send: Any) -> None:
+            # CORS concerns browsers, which always send Origin: other callers (SDKs, servers) skip it.
+            if scope["type"] == "http" and any(name == b"origin" for name, _ in scope.get("headers") or ()):
+                await cors(scope, receive, send)
+            else:
+                await gate(scope, receive, send)
+
         return ServingApp(asgi, self)
 
     # -- reading -------------------------------------------------------------------------------
@@ -528,9 +594,30 @@ class Edge:
         conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
             return self._agent_events(self._agent_run(target, turn, conversation_id, principal))
-        spec = self._client_spec(target, turn, principal, conversation_id)
+        runner = self._client_runner(target, turn, principal, conversation_id, stream)
+        return self._client_events(target, runner, turn, conversation_id)
+
+    async def whole_events(self, target: Any, turn: ChatTurn, *, principal: Any = None) -> Sequence[StreamEvent]:
+        """The events of ``turn`` answered whole: what ``start_events(..., stream=False)`` yields, as one
+        sequence once the answer is complete, without a stream to drive (the cheaper path for
+        answers sent whole). Raises what the run raises (``EdgeError`` for a turn the target refuses)."""
+        conversation_id = self._conversation_key(turn, principal)
+        if _is_agent(target):
+            return [
+                event async for event in self._agent_events(self._agent_run(target, turn, conversation_id, principal))
+            ]
+        runner = self._client_runner(target, turn, principal, conversation_id, False)
+        events: Sequence[StreamEvent] = (await runner.chat_client_response()).events
+        if turn.conversation_id is not None and turn.caller_tools:
+            await _remember_returned_calls(target, conversation_id, events)
+        return events
+
+    def _client_runner(
+        self, client: ChatClient, turn: ChatTurn, principal: Any, conversation_id: str, stream: bool
+    ) -> Any:
+        spec = self._client_spec(client, turn, principal, conversation_id)
         try:
-            runner = spec.astream() if stream else spec.acall()
+            return spec.astream() if stream else spec.acall()
         except ValueError as exc:
             # The one request-building error a caller causes: a tool of theirs named like a server tool.
             if turn.caller_tools and str(exc).startswith("duplicate tool name"):
@@ -538,7 +625,6 @@ class Edge:
                     400, "A tool in the request has the name of a tool of the server: rename it.", code="invalid_tools"
                 ) from None
             raise
-        return self._client_events(target, runner, turn, conversation_id)
 
     def _conversation_key(self, turn: ChatTurn, principal: Any) -> str:
         try:
@@ -637,18 +723,61 @@ class Edge:
         """Await ``awaitable``, cancelling it when the client disconnects first (``EdgeError`` 499)."""
         current = asyncio.current_task()
         assert current is not None
-        watch = asyncio.ensure_future(_disconnected(request.receive))
-        # The work runs in this task (no second task per request); a disconnect cancels this task.
-        watch.add_done_callback(lambda done: None if done.cancelled() else current.cancel())
+        watch: asyncio.Future[None] | None = None
+
+        def start_watching() -> None:
+            nonlocal watch
+            watch = asyncio.ensure_future(_disconnected(request.receive))
+            # The work runs in this task (no second task per request); a disconnect cancels this task.
+            watch.add_done_callback(lambda done: None if done.cancelled() else current.cancel())
+
         try:
-            return await awaitable
+            # The watch starts when the work first waits: work that never waits (an answer from a
+            # cache, an instant model) is done before any other code could run, a disconnect included.
+            return await _OnSuspend(awaitable, start_watching)
         except asyncio.CancelledError:
-            if watch.done() and not watch.cancelled():
+            if watch is not None and watch.done() and not watch.cancelled():
                 current.uncancel()
                 raise EdgeError(499, "The client closed the connection.", code="client_closed") from None
             raise
         finally:
-            watch.cancel()
+            if watch is not None:
+                watch.cancel()
+
+
+class _OnSuspend(Generic[T]):
+    """Awaits ``awaitable`` as ``await`` does, calling ``on_suspend()`` before it first yields to the loop."""
+
+    __slots__ = ("awaitable", "on_suspend")
+
+    def __init__(self, awaitable: Awaitable[T], on_suspend: Callable[[], None]) -> None:
+        self.awaitable = awaitable
+        self.on_suspend = on_suspend
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        inner = self.awaitable.__await__()
+        try:
+            signal = inner.send(None)
+        except StopIteration as done:
+            return cast(T, done.value)
+        self.on_suspend()
+        # What ``yield from inner`` does, for an iterator already started.
+        while True:
+            try:
+                sent = yield signal
+            except GeneratorExit:
+                inner.close()
+                raise
+            except BaseException as exc:  # a cancellation (or anything thrown in) goes to the work
+                try:
+                    signal = inner.throw(exc)
+                except StopIteration as done:
+                    return cast(T, done.value)
+            else:
+                try:
+                    signal = inner.send(sent)
+                except StopIteration as done:
+                    return cast(T, done.value)
 
 
 async def _disconnected(receive: Any) -> None:
@@ -869,6 +998,7 @@ __all__ = [
     "SINGLE_TARGET_NAME",
     "ChatTurn",
     "Edge",
+    "JsonAnswer",
     "EdgeError",
     "RunSuspended",
     "ScopeSnapshot",

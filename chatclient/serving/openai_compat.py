@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from chatclient.asgi_guard import AuthHook
@@ -28,6 +28,7 @@ from chatclient.serving._edge import (
     ChatTurn,
     Edge,
     EdgeError,
+    JsonAnswer,
     RunSuspended,
     ServingApp,
     ToolCallsReturned,
@@ -105,21 +106,21 @@ def openai_app(
     async def completions(request: Any) -> Any:
         try:
             body = await edge.read_json(request)
-            parsed = _parse(body, request.headers.get(CONVERSATION_HEADER))
+            parsed = _parse(body, _conversation_header(request.scope))
             chosen = resolve_target(targets, parsed.model)
-            events = edge.start_events(chosen, parsed.turn, principal=edge.principal(request), stream=parsed.stream)
+            if parsed.stream:
+                events = edge.start_events(chosen, parsed.turn, principal=edge.principal(request))
         except EdgeError as exc:
             return _error_response(exc)
-        headers = {CONVERSATION_HEADER: parsed.turn.conversation_id} if parsed.turn.conversation_id else {}
+        headers = {CONVERSATION_HEADER: parsed.turn.conversation_id} if parsed.turn.conversation_id else None
         if parsed.stream:
             return edge.event_stream(_chunks(events, parsed), headers=headers)
         try:
-            answer = await edge.until_disconnect(request, _collect(events, parsed))
+            whole = edge.whole_events(chosen, parsed.turn, principal=edge.principal(request))
+            answer = _answer(await edge.until_disconnect(request, whole), parsed)
         except Exception as exc:  # every failure becomes an OpenAI error body
             return _error_response(error_for(exc))
-        from starlette.responses import JSONResponse
-
-        return JSONResponse(answer, headers=headers)
+        return JsonAnswer(_dumps(answer), headers=headers)
 
     routes = [
         Route("/v1/chat/completions", completions, methods=["POST"]),
@@ -127,6 +128,19 @@ def openai_app(
         Route("/v1/models/{name:path}", model, methods=["GET"]),
     ]
     return edge.app(routes, render=_error_response)
+
+
+def _conversation_header(scope: Mapping[str, Any]) -> str | None:
+    """The ``X-Conversation-Id`` header, read from the raw ASGI headers (the first one, as Starlette does)."""
+    for name, value in scope["headers"]:
+        if name == b"x-conversation-id":
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON bytes (``json.dumps`` with its defaults: its cached C encoder, no per-call set-up)."""
+    return json.dumps(value).encode()
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -500,11 +514,12 @@ class _Outcome:
             self.agent_text = _agent_output_text(event)
 
 
-async def _collect(events: AsyncIterator[StreamEvent], parsed: _Parsed) -> dict[str, Any]:
+def _answer(events: Iterable[StreamEvent], parsed: _Parsed) -> dict[str, Any]:
+    """The ``chat.completion`` object of a whole answer, from the run's events."""
     texts: list[str] = []
     reasoning: list[str] = []
     outcome = _Outcome()
-    async for event in events:
+    for event in events:
         if isinstance(event, TextDelta):
             texts.append(event.text)
         elif isinstance(event, ReasoningDelta):

@@ -374,6 +374,35 @@ def test_client_disconnect_cancels_the_model_call_and_memory_keeps_the_question(
     assert [(type(m), m.text) for m in stored] == [(UserMessage, "a long question")]
 
 
+class SlowWholeAnswer(SlowAfterFirstChunk):
+    """Answers whole, after a long wait; records when it was cancelled."""
+
+    async def acall(self, prompt: Prompt) -> ChatResponse:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled_at = time.monotonic()
+            raise
+        return ChatResponse((Generation(AssistantMessage("never")),))
+
+
+def test_client_disconnect_cancels_a_whole_answer_too() -> None:
+    model = SlowWholeAnswer()
+    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
+    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+    with running(openai_app(client)) as url:
+        body = {"model": "chatclient", "messages": [{"role": "user", "content": "a long question"}]}
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Conversation-Id": "w1"}, timeout=0.5)
+        closed_at = time.monotonic()
+        deadline = time.monotonic() + 5
+        while model.cancelled_at is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert model.cancelled_at is not None, "the model call was not cancelled"
+    assert model.cancelled_at - closed_at < 1.0
+    assert all(isinstance(m, UserMessage) for m in memory.get("w1"))  # never an answer
+
+
 class FailsAfterFirstChunk(BaseChatModel):
     secret = "sk-live-1234567890abcdef"
 

@@ -244,3 +244,75 @@ def test_a_malformed_content_length_and_a_client_gone_while_sending_the_body() -
     sent = call_asgi(app, [], [part])  # then the client disconnects
     assert sent[0]["status"] == 499
     assert model.prompts == []
+
+
+class _Receiver:
+    """An ASGI receive whose client leaves after ``gone_after`` seconds (counting its calls)."""
+
+    def __init__(self, gone_after: float) -> None:
+        self.gone_after = gone_after
+        self.calls = 0
+
+    async def receive(self) -> dict[str, Any]:
+        self.calls += 1
+        await asyncio.sleep(self.gone_after)
+        return {"type": "http.disconnect"}
+
+
+def test_until_disconnect_cancels_work_that_waits_when_the_client_leaves() -> None:
+    cancelled: list[bool] = []
+
+    async def slow_work() -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "never"
+
+    async def main() -> None:
+        receiver = _Receiver(0.05)
+        with pytest.raises(EdgeError) as caught:
+            await asyncio.wait_for(Edge.until_disconnect(receiver, slow_work()), 5)
+        assert caught.value.status == 499
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]  # the 499 is no cancel
+
+    asyncio.run(main())
+    assert cancelled == [True]
+
+
+def test_until_disconnect_returns_what_the_work_returns_and_passes_its_errors() -> None:
+    async def waits_then_answers() -> str:
+        await asyncio.sleep(0.01)
+        return "answer"
+
+    async def fails_after_waiting() -> str:
+        await asyncio.sleep(0)
+        raise ValueError("the work's own error")
+
+    async def instant() -> str:
+        return "at once"
+
+    async def main() -> None:
+        receiver = _Receiver(30)
+        assert await Edge.until_disconnect(receiver, waits_then_answers()) == "answer"
+        assert receiver.calls == 1  # it waited, so the client was watched
+        with pytest.raises(ValueError, match="own error"):
+            await Edge.until_disconnect(receiver, fails_after_waiting())
+        quiet = _Receiver(30)
+        assert await Edge.until_disconnect(quiet, instant()) == "at once"
+        assert quiet.calls == 0  # work that never waits needs no watch
+        await asyncio.sleep(0)  # the watches cancelled above end here without a warning
+
+    asyncio.run(main())
+
+
+def test_until_disconnect_leaves_a_cancellation_from_elsewhere_a_cancellation() -> None:
+    async def main() -> None:
+        task = asyncio.ensure_future(Edge.until_disconnect(_Receiver(30), asyncio.sleep(30)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
