@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from chatclient.agents.base import Agent, ErrorHandler, Step, check_agents
+from chatclient.agents.choice import Candidate, Chooser
 from chatclient.agents.planner import Done, PlannerStep, PlannerTurn, PlannerWorkflow
 from chatclient.agents.registry import AgentRegistry
 from chatclient.agents.scope import AgenticScope
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from chatclient.models.base import Usage
 
 DONE = "done"
+CHOICE_QUESTION = "Which agent should work on the request next?"
+"""The question of the supervisor's choice by probability (the options are the agents' names)."""
 _RESULT_CHARS = 2000
 
 PLANNER_SYSTEM = (
@@ -51,15 +54,23 @@ def _cut(value: Any) -> str:
 
 class ModelPlanner:
     """The supervisor's planner: a model (through a ChatClient) answers a ``PlannerStep`` entity for
-    a prompt listing the agents, the request and the results so far."""
+    a prompt listing the agents, the request and the results so far.
 
-    def __init__(self, client: ChatClient) -> None:
+    On a model that reports token log-probabilities (automatically on the embedded
+    ``LlamaCppChatModel``; ``by_probability=True`` / ``False`` forces it on or off), the next agent is
+    chosen by probability instead: a ``DecisionModel`` choice among the agents' names (and ``done``
+    once an agent ran), one forward pass and no free text; the chosen agent's inputs missing from
+    the scope are then asked for as a typed entity (one text input gets the request).
+    """
+
+    def __init__(self, client: ChatClient, *, by_probability: bool | None = None) -> None:
         from chatclient.client import ChatClient
 
         if not isinstance(client, ChatClient):
             raise TypeError(f"supervisor needs planner=ChatClient, got {type(client).__name__}")
         self.client = client
         self.agents: AgentRegistry = AgentRegistry()
+        self.chooser = Chooser(client, by_probability=by_probability)
 
     def bind(self, agents: AgentRegistry) -> None:
         """Take the workflow's agents (their names, descriptions and inputs go into every prompt)."""
@@ -107,8 +118,88 @@ class ModelPlanner:
     def _as_decision(planned: PlannerStep) -> PlannerStep | Done:
         return Done(planned.arguments.get("response")) if planned.agent_name == DONE else planned
 
+    # -- choosing by probability ------------------------------------------------------------------
+
+    def _candidates(self, history: Sequence[PlannerTurn]) -> list[Candidate]:
+        out = [Candidate(a.name, a.description) for a in self.agents]
+        if any(turn.error is None for turn in history):
+            out.append(Candidate(DONE, "the request is fulfilled by the results so far"))
+        return out
+
+    def _choice_text(self, request: Any, history: Sequence[PlannerTurn]) -> str:
+        lines = [f"Request: {request}"]
+        done = [turn for turn in history if turn.error is None]
+        if done:
+            lines.append("Results so far:")
+            lines += [f"- {turn.agent_name}: {_cut(turn.output)}" for turn in done]
+        return "\n".join(lines)
+
+    def _missing_inputs(self, agent: Agent, scope: AgenticScope) -> dict[str, Any]:
+        types = agent.input_types()
+        return {k: types[k][0] for k in agent._missing(scope) if k in types}
+
+    def _arguments_target(self, agent: Agent, missing: dict[str, Any]) -> type[BaseModel]:
+        from pydantic import create_model
+
+        fields: dict[str, Any] = {k: (str if tp is None or tp is Any else tp, ...) for k, tp in missing.items()}
+        return create_model(f"{agent.name.title().replace(' ', '')}Arguments", **fields)
+
+    def _arguments_text(self, agent: Agent, request: Any, missing: dict[str, Any]) -> str:
+        names = ", ".join(missing)
+        return f"Request: {request}\n\nGive the inputs ({names}) for the agent {agent.name!r}: {agent.description}"
+
+    def _step_without_arguments(self, agent: Agent, request: Any, missing: dict[str, Any]) -> PlannerStep | None:
+        if not missing:
+            return PlannerStep(agent_name=agent.name)
+        if len(missing) == 1 and next(iter(missing.values())) in (None, str, Any):
+            return PlannerStep(agent_name=agent.name, arguments={next(iter(missing)): str(request)})
+        return None
+
+    def _by_probability(
+        self, scope: AgenticScope, history: Sequence[PlannerTurn]
+    ) -> tuple[PlannerStep | Done, Usage | None]:
+        request = scope.read("request")
+        candidates = self._candidates(history)
+        chosen = self.chooser.choose(self._choice_text(request, history), CHOICE_QUESTION, candidates)
+        name = candidates[chosen.index].name
+        if name == DONE:
+            return Done(), chosen.usage
+        agent = self.agents.get(name)
+        missing = self._missing_inputs(agent, scope)
+        step = self._step_without_arguments(agent, request, missing)
+        if step is not None:
+            return step, chosen.usage
+        arguments, usage = self.ask(
+            self._arguments_text(agent, request, missing), self._arguments_target(agent, missing)
+        )
+        total = usage if chosen.usage is None else chosen.usage if usage is None else chosen.usage + usage
+        return PlannerStep(agent_name=name, arguments=arguments.model_dump()), total
+
+    async def _aby_probability(
+        self, scope: AgenticScope, history: Sequence[PlannerTurn]
+    ) -> tuple[PlannerStep | Done, Usage | None]:
+        request = scope.read("request")
+        candidates = self._candidates(history)
+        chosen = await self.chooser.achoose(self._choice_text(request, history), CHOICE_QUESTION, candidates)
+        name = candidates[chosen.index].name
+        if name == DONE:
+            return Done(), chosen.usage
+        agent = self.agents.get(name)
+        missing = self._missing_inputs(agent, scope)
+        step = self._step_without_arguments(agent, request, missing)
+        if step is not None:
+            return step, chosen.usage
+        target = self._arguments_target(agent, missing)
+        arguments, usage = await self.aask(self._arguments_text(agent, request, missing), target)
+        total = usage if chosen.usage is None else chosen.usage if usage is None else chosen.usage + usage
+        return PlannerStep(agent_name=name, arguments=arguments.model_dump()), total
+
+    # -- deciding --------------------------------------------------------------------------------
+
     def decide(self, scope: AgenticScope, history: Sequence[PlannerTurn]) -> tuple[PlannerStep | Done, Usage | None]:
         """The next step and the usage of the call that chose it."""
+        if self.chooser.uses_probability:
+            return self._by_probability(scope, history)
         planned, usage = self.ask(self.prompt_text(scope.read("request"), history), PlannerStep)
         return self._as_decision(planned), usage
 
@@ -116,6 +207,8 @@ class ModelPlanner:
         self, scope: AgenticScope, history: Sequence[PlannerTurn]
     ) -> tuple[PlannerStep | Done, Usage | None]:
         """Async ``decide``."""
+        if self.chooser.uses_probability:
+            return await self._aby_probability(scope, history)
         planned, usage = await self.aask(self.prompt_text(scope.read("request"), history), PlannerStep)
         return self._as_decision(planned), usage
 
@@ -134,14 +227,21 @@ class SupervisorWorkflow(PlannerWorkflow):
     planner: ModelPlanner
 
     def __init__(
-        self, agents: tuple[Agent, ...], *, planner: ChatClient, max_steps: int, response: str, **kwargs: Any
+        self,
+        agents: tuple[Agent, ...],
+        *,
+        planner: ChatClient,
+        max_steps: int,
+        response: str,
+        by_probability: bool | None = None,
+        **kwargs: Any,
     ) -> None:
         if response not in ("last", "summary", "scored"):
             raise ValueError(f"response must be 'last', 'summary' or 'scored', got {response!r}")
         names = [a.name for a in check_agents(agents, "supervisor")]
         if len(set(names)) != len(names) or DONE in names:
             raise ValueError(f"a supervisor's agents need distinct names other than 'done', got {names}")
-        model_planner = ModelPlanner(planner)
+        model_planner = ModelPlanner(planner, by_probability=by_probability)
         super().__init__(agents, planner=model_planner, max_steps=max_steps, where="supervisor", **kwargs)
         self.response = response
 
@@ -233,6 +333,7 @@ def supervisor(
     output_key: str | None = None,
     output: Callable[[AgenticScope], Any] | None = None,
     on_error: ErrorHandler | None = None,
+    by_probability: bool | None = None,
 ) -> SupervisorWorkflow:
     """Let ``planner`` (a ChatClient) choose which of ``agents`` to call, with which arguments, until
     it answers ``done`` or ``max_steps`` steps ran. The request is ``scope["request"]``.
@@ -240,6 +341,10 @@ def supervisor(
     ``response``: ``"last"`` (default) returns the last agent's output, ``"summary"`` the planner's
     ``done`` response, ``"scored"`` asks the planner to score both against the request and returns
     the better one.
+
+    ``by_probability``: choose the next agent from the planner model's token log-probabilities
+    (``None``, the default: on the embedded ``LlamaCppChatModel``, which reports them); see
+    ``ModelPlanner``.
     """
     if not agents:
         raise ValueError("supervisor needs at least one agent")
@@ -248,6 +353,7 @@ def supervisor(
         planner=planner,
         max_steps=max_steps,
         response=response,
+        by_probability=by_probability,
         name=name,
         description=description,
         output_key=output_key,

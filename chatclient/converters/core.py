@@ -385,6 +385,9 @@ class EntityOutputConverter(Generic[T]):
         try:
             return adapter.validate_json(cleaned)  # the common case: clean JSON, one parse
         except ValidationError as exc:
+            member = enum_member(self.target, cleaned)
+            if member is not None:
+                return member  # type: ignore[no-any-return]  # a bare member name: LEGAL, "legal", Legal.
             if not _is_json_syntax_error(exc):
                 if self.target is str:
                     return cleaned  # type: ignore[return-value]  # e.g. the model answered 42 for a str
@@ -412,6 +415,34 @@ class EntityOutputConverter(Generic[T]):
 
     def __repr__(self) -> str:
         return f"EntityOutputConverter({type_name(self.target)})"
+
+
+_ENUM_TRIM = " \t\r\n\"'`.!"
+_MAX_ENUM_ANSWER = 200
+
+
+def enum_member(target: Any, text: str) -> Any:
+    """The member of the ``Enum`` ``target`` that ``text`` names, or ``None``.
+
+    Users and small models answer an enum question with the member's name or value, bare or as a
+    JSON string, in any case, with stray quotes, spaces or a final period: ``LEGAL``, ``"Legal"``,
+    `` legal.``. A value match wins over a name match (as the JSON string would mean the value).
+    """
+    import enum
+
+    if not (isinstance(target, type) and issubclass(target, enum.Enum)) or len(text) > _MAX_ENUM_ANSWER:
+        return None
+    word = text.strip(_ENUM_TRIM).casefold()
+    if not word:
+        return None
+    members = list(target)
+    for member in members:
+        if str(member.value).casefold() == word:
+            return member
+    for member in members:
+        if member.name.casefold() == word:
+            return member
+    return None
 
 
 def _is_json_syntax_error(exc: ValidationError) -> bool:

@@ -428,6 +428,13 @@ def max_output_tokens(schema: Mapping[str, Any]) -> int | None:
     return size(schema, frozenset(), 0)
 
 
+def is_choice_schema(schema: Mapping[str, Any]) -> bool:
+    """Whether ``schema`` is a choice among fixed values (an ``Enum`` or ``Literal``)."""
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return True
+    return "const" in schema
+
+
 def strict_json_gbnf(gbnf: str) -> str:
     """A JSON-schema grammar whose strings cannot contain raw control characters (as JSON requires)."""
     return _LOOSE_CHAR_RULE.sub(lambda _: _STRICT_CHAR_RULE, gbnf)
@@ -825,6 +832,14 @@ class LlamaCppChatModel(Reconstructible, BaseChatModel):
             # client side validates against the real schema and says what is wrong.
             grammars = self._llama_cpp.llama_grammar
             return grammars.LlamaGrammar.from_string(grammars.JSON_GBNF, verbose=False)
+
+    def structured_output_options(self, rung: str, schema: Mapping[str, Any]) -> ChatOptions | None:
+        """Every rung asking for JSON gets the schema as a grammar (``native``, ``json_object``); so
+        does ``instructions`` for a choice among fixed values (an ``Enum``), which a small model
+        otherwise answers in words of its own. The ``tool`` rung is constrained by its tool grammar."""
+        if rung in ("native", "json_object") or (rung == "instructions" and is_choice_schema(schema)):
+            return ChatOptions(output_schema=schema)
+        return None
 
     def _tool_grammar(self, forcing: ToolForcing) -> Any:
         grammars = self._llama_cpp.llama_grammar

@@ -260,10 +260,17 @@ def prompt_for_rung(model: Any, prompt: Prompt, rung: str, schema: Mapping[str, 
 
     A model may shape the options for ``"native"`` and ``"json_object"`` itself with a
     ``structured_output_options(rung, schema) -> ChatOptions`` method (OpenAI-compatible servers
-    and Ollama do); without one, ``"native"`` sets ``options.output_schema``.
+    and Ollama do); without one, ``"native"`` sets ``options.output_schema``. The hook is asked for
+    ``"instructions"`` too; options it returns there go along with the instructions.
     """
-    if rung == INSTRUCTIONS or not schema:
+    if not schema:
         return _with_instructions(prompt, fmt)
+    if rung == INSTRUCTIONS:
+        # A model that can hold its answer to the schema without any API (the embedded model's
+        # grammar) may still do so here; the others answer from the instructions alone.
+        hook = getattr(model, "structured_output_options", None)
+        shaped = hook(rung, schema) if callable(hook) else None
+        return _with_instructions(_merge(prompt, shaped) if shaped is not None else prompt, fmt)
     if rung == TOOL:
         tool = ToolDefinition(ANSWER_TOOL_NAME, _ANSWER_TOOL_DESCRIPTION, tool_parameters(schema))
         tools = (*(t for t in prompt.tools if t.name != ANSWER_TOOL_NAME), tool)

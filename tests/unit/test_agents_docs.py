@@ -39,6 +39,7 @@ EXPECTED: list[str] = [
     "[5, 3]",
     "Ask a lawyer.",
     "Here is a general answer.",
+    "Ask a lawyer.",
     "20 EUR is 21.6 USD.",
     "OTTR: 101.5 3",
     "Publish 'Otters are back.'?",
