@@ -12,38 +12,20 @@ others still run.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
-import typing
 from collections.abc import Callable
 from typing import Any
 
 from chatclient.agents.base import Agent, Step, SuspendRun, Workflow
 from chatclient.agents.scope import AgenticScope, AgentInvocation, InvocationNode
 from chatclient.errors import RunClaimedError
+from chatclient.tools.compensation import acall_undo, call_undo, takes_only
 
 log = logging.getLogger(__name__)
 
 # A run waiting for a person, or taken over by another claimant, has not failed: nothing is undone.
 _NOT_FAILURES = (SuspendRun, RunClaimedError)
-
-
-def _takes_invocation(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn``'s only parameter is annotated ``AgentInvocation``."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if len(params) != 1:
-        return False
-    annotation = params[0].annotation
-    if isinstance(annotation, str):
-        try:
-            annotation = typing.get_type_hints(fn).get(params[0].name, annotation)
-        except Exception:  # an unresolvable forward reference: judge by its name
-            return bool(annotation.rsplit(".", 1)[-1] == "AgentInvocation")
-    return annotation is AgentInvocation
 
 
 class AgentCompensator:
@@ -57,7 +39,7 @@ class AgentCompensator:
         self.fn = fn
         self.agent_name = agent_name
         self.output_key = output_key
-        self.takes_invocation = _takes_invocation(fn)
+        self.takes_invocation = takes_only(fn, AgentInvocation)
         try:
             params = inspect.signature(fn).parameters.values()
         except (TypeError, ValueError):
@@ -77,28 +59,13 @@ class AgentCompensator:
         return (), {k: values[k] for k in self.parameters if k in values}
 
     def run(self, invocation: AgentInvocation) -> None:
-        from chatclient.models.base import run_sync
-
-        args, kwargs = self._arguments(invocation)
-        result = self.fn(*args, **kwargs)
-        if inspect.isawaitable(result):
-            run_sync(_await(result))
+        call_undo(self.fn, *self._arguments(invocation))
 
     async def arun(self, invocation: AgentInvocation) -> None:
-        args, kwargs = self._arguments(invocation)
-        if inspect.iscoroutinefunction(self.fn):
-            await self.fn(*args, **kwargs)
-            return
-        result = await asyncio.to_thread(self.fn, *args, **kwargs)
-        if inspect.isawaitable(result):
-            await result
+        await acall_undo(self.fn, *self._arguments(invocation))
 
     def __repr__(self) -> str:
         return f"AgentCompensator({getattr(self.fn, '__qualname__', self.fn)!r} for {self.agent_name!r})"
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def compensator_of(agent: Agent) -> AgentCompensator | None:

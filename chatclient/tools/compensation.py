@@ -52,8 +52,9 @@ def compensated_tool(obj: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _takes_execution(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn``'s only parameter is annotated ``ToolExecution``."""
+def takes_only(fn: Callable[..., Any], record: type) -> bool:
+    """Whether ``fn``'s only parameter is annotated ``record`` (an undo function that wants the whole
+    record of the call: ``ToolExecution`` here, ``AgentInvocation`` for agents)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -65,8 +66,27 @@ def _takes_execution(fn: Callable[..., Any]) -> bool:
         try:
             annotation = typing.get_type_hints(fn).get(params[0].name, annotation)
         except Exception:  # an unresolvable forward reference: judge by its name
-            return bool(annotation.rsplit(".", 1)[-1] == "ToolExecution")
-    return annotation is ToolExecution
+            return bool(annotation.rsplit(".", 1)[-1] == record.__name__)
+    return annotation is record
+
+
+def call_undo(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Call an undo function from sync code; an ``async def`` one is run to its end."""
+    from chatclient.models.base import run_sync
+
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        run_sync(_await(result))
+
+
+async def acall_undo(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Call an undo function from async code: a sync one runs in a worker thread."""
+    if inspect.iscoroutinefunction(fn):
+        await fn(*args, **kwargs)
+        return
+    result = await asyncio.to_thread(fn, *args, **kwargs)
+    if inspect.isawaitable(result):
+        await result
 
 
 class Compensator:
@@ -79,29 +99,18 @@ class Compensator:
             raise TypeError(f"compensate= of tool {tool_name!r} must be a callable, not {fn!r}")
         self.fn = fn
         self.tool_name = tool_name
-        self.takes_execution = _takes_execution(fn)
+        self.takes_execution = takes_only(fn, ToolExecution)
 
     def __repr__(self) -> str:
         return f"Compensator({getattr(self.fn, '__qualname__', self.fn)!r} for {self.tool_name!r})"
 
     def run(self, bind: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], execution: ToolExecution) -> None:
         """Call the undo function; ``bind`` gives the tool's (args, kwargs) for this call."""
-        from chatclient.models.base import run_sync
-
-        args, kwargs = ((execution,), {}) if self.takes_execution else bind()
-        result = self.fn(*args, **kwargs)
-        if inspect.isawaitable(result):
-            run_sync(_await(result))
+        call_undo(self.fn, *(((execution,), {}) if self.takes_execution else bind()))
 
     async def arun(self, bind: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], execution: ToolExecution) -> None:
         """Async twin of ``run``: a sync undo function runs in a worker thread."""
-        args, kwargs = ((execution,), {}) if self.takes_execution else bind()
-        if inspect.iscoroutinefunction(self.fn):
-            await self.fn(*args, **kwargs)
-            return
-        result = await asyncio.to_thread(self.fn, *args, **kwargs)
-        if inspect.isawaitable(result):
-            await result
+        await acall_undo(self.fn, *(((execution,), {}) if self.takes_execution else bind()))
 
 
 async def _await(awaitable: Any) -> Any:
