@@ -17,6 +17,13 @@ from chatclient._lazy import lazy_getattr
 if TYPE_CHECKING:
     from chatclient.mcp.client import McpClient
     from chatclient.mcp.elicitation import ElicitationHandler, ElicitationRequest, ElicitationResponse
+    from chatclient.mcp.oauth import (
+        InMemoryTokenStorage,
+        LoopbackRedirect,
+        OAuthAuthorizationCode,
+        OAuthClientCredentials,
+        ProtectedResource,
+    )
     from chatclient.mcp.resources import McpResourceReader
     from chatclient.mcp.sampling import SamplingApproval, SamplingRequest
     from chatclient.mcp.server import aserve, build_server, chat_client_tool, serve
@@ -24,6 +31,11 @@ if TYPE_CHECKING:
     from chatclient.mcp.tools import McpToolCallback, McpToolProvider, McpToolResult, map_result
 
 _LAZY = {
+    "InMemoryTokenStorage": "chatclient.mcp.oauth",
+    "LoopbackRedirect": "chatclient.mcp.oauth",
+    "OAuthAuthorizationCode": "chatclient.mcp.oauth",
+    "OAuthClientCredentials": "chatclient.mcp.oauth",
+    "ProtectedResource": "chatclient.mcp.oauth",
     "ElicitationHandler": "chatclient.mcp.elicitation",
     "ElicitationRequest": "chatclient.mcp.elicitation",
     "ElicitationResponse": "chatclient.mcp.elicitation",
@@ -48,6 +60,11 @@ _LAZY = {
 __getattr__ = lazy_getattr("chatclient.mcp", _LAZY, globals())
 
 __all__ = [
+    "InMemoryTokenStorage",
+    "LoopbackRedirect",
+    "OAuthAuthorizationCode",
+    "OAuthClientCredentials",
+    "ProtectedResource",
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResponse",

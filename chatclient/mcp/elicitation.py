@@ -104,6 +104,14 @@ def _check_answer(schema: Mapping[str, Any], content: Mapping[str, Any]) -> str 
     return None
 
 
+def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``default`` of each property (SEP-1034): what an accepted form holds where the user typed nothing."""
+    properties = schema.get("properties", {})
+    return {
+        name: prop["default"] for name, prop in properties.items() if isinstance(prop, Mapping) and "default" in prop
+    }
+
+
 def _to_request(params: Any, server: str) -> ElicitationRequest:
     message = str(params.message)[:MAX_ELICITATION_MESSAGE_CHARS]
     if getattr(params, "mode", "form") == "url":
@@ -123,6 +131,7 @@ async def answer_elicitation(
     A hostile or malformed schema is refused before ``handler`` runs; a handler that fails or
     returns something else, or an accepted answer that does not fit the schema, answers the server
     with an error (and a warning on the ``chatclient.mcp`` logger), never with unchecked data.
+    Properties the accepted answer leaves out take the schema's ``default`` (SEP-1034).
     """
     if getattr(params, "mode", "form") != "url":
         problem = check_requested_schema(params.requested_schema)
@@ -144,7 +153,7 @@ async def answer_elicitation(
         return types.ElicitResult(action=response.action)
     if request.mode == "url":
         return types.ElicitResult(action="accept")
-    content = dict(response.content or {})
+    content = {**_defaults(request.requested_schema), **dict(response.content or {})}
     problem = _check_answer(request.requested_schema, content)
     if problem is not None:
         _log.warning("the answer to an elicitation of MCP server %s does not fit its schema: %s", server, problem)

@@ -123,8 +123,8 @@ class OAuthAuthorizationCode:
     the browser came back to (``redirect_uri`` with ``code`` and ``state``); ``LoopbackRedirect``
     does both for a desktop app. Without ``client_id`` the client registers itself (RFC 7591) as
     ``client_name``, or uses ``client_metadata_url`` as its id when the server supports client ID
-    metadata documents; with one (and ``client_secret`` for a confidential client) it is
-    pre-registered. ``scope`` is a default: the server's ``WWW-Authenticate`` scope wins.
+    metadata documents; with one (and ``client_secret`` for a confidential client, sent with HTTP
+    Basic unless ``token_endpoint_auth_method="client_secret_post"``) it is pre-registered. ``scope`` is a default: the server's ``WWW-Authenticate`` scope wins.
     """
 
     authorize: Authorize = field(repr=False)
@@ -135,6 +135,9 @@ class OAuthAuthorizationCode:
     scope: str | None = None
     client_metadata_url: str | None = None
     storage: TokenStorage | None = field(default=None, repr=False, compare=False)
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = field(
+        default="client_secret_basic", repr=False
+    )
 
     def __post_init__(self) -> None:
         if not callable(self.authorize):
@@ -151,7 +154,9 @@ class OAuthAuthorizationCode:
         from mcp.client.auth import OAuthClientProvider
         from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 
-        method: Literal["client_secret_post", "none"] = "client_secret_post" if self.client_secret else "none"
+        method: Literal["client_secret_basic", "client_secret_post", "none"] = (
+            self.token_endpoint_auth_method if self.client_secret else "none"
+        )
         metadata = OAuthClientMetadata(
             redirect_uris=[self.redirect_uri],  # type: ignore[list-item]
             client_name=self.client_name,

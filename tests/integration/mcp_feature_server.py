@@ -79,6 +79,20 @@ async def sign_up(ctx: ToolContext) -> str:
 
 
 @tool
+async def preferences(ctx: ToolContext) -> str:
+    """Asks with defaults (SEP-1034): what the user leaves out takes the default."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "theme": {"type": "string", "enum": ["light", "dark"], "default": "dark"},
+            "size": {"type": "integer", "default": 12},
+        },
+    }
+    answer = await mcp_server_context(ctx).aelicit("Preferences?", schema)
+    return f"{answer['action']}:{answer.get('content')}"
+
+
+@tool
 async def hostile_form(kind: str, ctx: ToolContext) -> str:
     """Asks with a schema a client must refuse.
 
@@ -157,7 +171,19 @@ def broken(value: str, context: dict[str, str]) -> list[str]:
 def main() -> None:
     transport = sys.argv[1]
     port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
-    tools = [chatty, shout, steps, sync_steps, wrong_mode, sign_up, hostile_form, edit_note, picture, report]
+    tools = [
+        chatty,
+        shout,
+        steps,
+        sync_steps,
+        wrong_mode,
+        sign_up,
+        preferences,
+        hostile_form,
+        edit_note,
+        picture,
+        report,
+    ]
     resources = {"notes://todo": lambda: notes["todo"], "notes://{name}": note, "docs://{topic}": note}
     completions = {
         "notes://{name}": {"name": lambda value, context: [n for n in notes if n.startswith(value)]},

@@ -48,6 +48,12 @@ def test_declined_and_cancelled_answers(url: str, response: ElicitationResponse)
     assert result.content[0].text == f"{response.action}:None"  # type: ignore[union-attr]
 
 
+def test_schema_defaults_fill_what_the_user_left_out(url: str) -> None:
+    with McpClient.http(url, elicitation=lambda request: ElicitationResponse.accept({"size": 14})) as client:
+        result = client.call_tool("preferences")
+    assert result.content[0].text == "accept:{'theme': 'dark', 'size': 14}"  # type: ignore[union-attr]
+
+
 def test_an_async_handler(url: str) -> None:
     async def ask(request: ElicitationRequest) -> ElicitationResponse:
         return ElicitationResponse.accept({"name": "Grace"})
