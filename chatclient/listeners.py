@@ -48,13 +48,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ChatModelRequestContext:
-    """What ``on_request`` sees: the prompt sent (after every advisor), the model, shared ``attributes``."""
+class _ModelContext:
+    """The ``provider`` of the three listener contexts (each a dataclass with a ``model``)."""
 
-    prompt: Prompt
+    __slots__ = ()
     model: ChatModel
-    attributes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def provider(self) -> str:
@@ -63,7 +61,16 @@ class ChatModelRequestContext:
 
 
 @dataclass(frozen=True, slots=True)
-class ChatModelResponseContext:
+class ChatModelRequestContext(_ModelContext):
+    """What ``on_request`` sees: the prompt sent (after every advisor), the model, shared ``attributes``."""
+
+    prompt: Prompt
+    model: ChatModel
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatModelResponseContext(_ModelContext):
     """What ``on_response`` sees: the prompt, the whole response (aggregated for streams), ``attributes``."""
 
     prompt: Prompt
@@ -71,23 +78,15 @@ class ChatModelResponseContext:
     model: ChatModel
     attributes: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def provider(self) -> str:
-        return type(self.model).__name__
-
 
 @dataclass(frozen=True, slots=True)
-class ChatModelErrorContext:
+class ChatModelErrorContext(_ModelContext):
     """What ``on_error`` sees: the prompt, the error the model raised, ``attributes``."""
 
     prompt: Prompt
     error: BaseException
     model: ChatModel
     attributes: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def provider(self) -> str:
-        return type(self.model).__name__
 
 
 class ChatModelListener:

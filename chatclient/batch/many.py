@@ -300,7 +300,8 @@ def _async_interrupted_line(checkpoint: str | Path | Checkpoint | None, total: i
     )
 
 
-def _ready(slot: ItemResult[Any] | Future[ItemResult[Any]]) -> bool:
+def _ready(slot: ItemResult[Any] | Future[ItemResult[Any]] | asyncio.Task[ItemResult[Any]]) -> bool:
+    """Whether a window slot can leave: a saved item, or a call (thread or task) that has finished."""
     return isinstance(slot, ItemResult) or slot.done()
 
 
@@ -342,7 +343,7 @@ async def aiter_many(
         entries = plan.acall(items) if isinstance(items, AsyncIterable) else _as_async(plan(items))
         async for index, item, digest, done in entries:
             window.append((digest, done if done is not None else asyncio.ensure_future(run(index, item, digest))))
-            while window and (len(window) > limit or _aready(window[0][1])):
+            while window and (len(window) > limit or _ready(window[0][1])):
                 yield await finish(window.popleft())
         while window:
             yield await finish(window.popleft())
@@ -356,10 +357,6 @@ async def aiter_many(
         if ckpt is not None:
             ckpt.close()
         bar.close()
-
-
-def _aready(slot: ItemResult[Any] | asyncio.Task[ItemResult[Any]]) -> bool:
-    return isinstance(slot, ItemResult) or slot.done()
 
 
 async def _as_async(entries: Iterator[Any]) -> AsyncIterator[Any]:
