@@ -6,13 +6,15 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatclient.errors import ModelHTTPError, ModelResponseError
 from chatclient.messages import AssistantMessage, Reasoning
 from chatclient.models import _chunks
 from chatclient.models.anthropic import AnthropicChatModel
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
-from chatclient.models.http.sse import SSEDecoder, parse_event_json, parse_json
+from chatclient.models.http.sse import LineDecoder, SSEDecoder, parse_event_json, parse_json
 from chatclient.prompt import Prompt
 from tests.support import LoopbackServer, server_fixtures
 from tests.support.loopback import SSE, anthropic_stream
@@ -144,3 +146,34 @@ def test_an_error_event_before_any_chunk_is_retried(server: LoopbackServer, use_
     assert error is None
     assert [t for t in got if t] == ["again"]
     assert len(server.requests_to(PATH)) == 2
+
+
+def _reference_lines(body: bytes) -> list[str]:
+    """Lines at "\\r\\n", "\\r" or "\\n", each decoded alone, a leading byte-order mark dropped."""
+    import re
+
+    pieces = re.split(rb"\r\n|\r|\n", body)
+    if not pieces[-1]:
+        pieces.pop()  # the body ended with a terminator (or was empty)
+    lines = [p.decode("utf-8", "replace") for p in pieces]
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+@given(
+    st.lists(
+        st.sampled_from([b"data: x", b"\n", b"\r\n", b"\r", "é€😀".encode(), b"\xe2\x82", b"\xff", b"{}", b" "]),
+        max_size=40,
+    ),
+    st.booleans(),
+    st.integers(min_value=1, max_value=9),
+)
+def test_line_decoder_splits_as_the_sse_rules_say_whatever_the_reads(pieces: list[bytes], bom: bool, cut: int) -> None:
+    body = ("\ufeff".encode() if bom else b"") + b"".join(pieces)
+    decoder = LineDecoder(max_line_bytes=1 << 20)
+    got: list[str] = []
+    for i in range(0, len(body), cut):
+        got += decoder.feed(body[i : i + cut])
+    got += decoder.flush()
+    assert got == _reference_lines(body)

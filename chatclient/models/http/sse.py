@@ -123,6 +123,19 @@ class LineDecoder:
             return []
         buffer = b"".join([*self._tail, data]) if self._tail else data
         self._tail, self._tail_len = [], 0
+        if b"\r" not in buffer and len(buffer) <= self._max:
+            # The usual body: "\n" only, and no line can pass the bound. One decode for every line
+            # of the read (UTF-8 never hides a "\n" byte inside a character, so the text is the same).
+            end = buffer.rfind(b"\n") + 1
+            if end < len(buffer):
+                self._keep(buffer[end:])
+            lines = buffer[:end].decode("utf-8", "replace").split("\n")
+            lines.pop()  # the text after the last "\n" (empty)
+            if self._first and lines:
+                self._first = False
+                if lines[0].startswith("\ufeff"):  # a byte-order mark is not part of the first line
+                    lines[0] = lines[0][1:]
+            return lines
         pieces = buffer.splitlines(keepends=True)
         tail = b""
         if not pieces[-1].endswith((b"\n", b"\r")):
