@@ -75,7 +75,56 @@ def _stream_checks(
     return lines, total, _EventBound(limits.max_event_bytes) if sse else None
 
 
-class LineStream:
+class _BoundedStream:
+    """What ``LineStream`` and ``AsyncLineStream`` share: the bounds, the cutting of reads into
+    checked lines, and the typing of failures; they only drive the reads (sync or async)."""
+
+    def __init__(self, provider: str, secrets: Sequence[str], limits: ResponseLimits, response: _Answer) -> None:
+        self._provider = provider
+        self._secrets = secrets
+        self._lines, self._total, self._events = _stream_checks(limits, provider, response)
+        self._answer = response
+
+    def _typed(self) -> _TypedFailures:
+        """Around a read loop: a connection failure becomes the provider's typed error, a bound
+        that is passed a ``ModelResponseError`` naming the provider (secrets scrubbed)."""
+        return _TypedFailures(self)
+
+    def _batch(self, chunk: bytes) -> list[str]:
+        """The lines one read completes, checked against the bounds."""
+        self._total.add(chunk)
+        lines = self._lines.feed(chunk)
+        if lines and self._events is not None:
+            self._events.check_all(lines)
+        return lines
+
+    def _tail(self) -> list[str]:
+        """The lines left when the body ends (an SSE stream's last event dispatched)."""
+        tail = self._lines.flush()
+        if self._events is not None:
+            self._events.check_all(tail)
+            tail.append("")  # a last event without its blank line is still dispatched
+        return tail
+
+
+class _TypedFailures:
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: _BoundedStream) -> None:
+        self._stream = stream
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        stream = self._stream
+        if isinstance(exc, httpx.RequestError):
+            raise _transport_error(stream._provider, exc, stream._secrets, str(stream._answer.url)) from None
+        if isinstance(exc, ModelResponseError):
+            raise ModelResponseError(scrub(f"{stream._provider}: {exc}", stream._secrets)) from None
+
+
+class LineStream(_BoundedStream):
     """The text lines of one streamed answer, read lazily with the transport's bounds.
 
     ``finish()`` is for after the provider's end marker: whatever the server already sent is read
@@ -84,14 +133,12 @@ class LineStream:
     """
 
     def __init__(self, provider: str, secrets: Sequence[str], limits: ResponseLimits, response: _SyncAnswer) -> None:
-        self._provider = provider
-        self._secrets = secrets
+        super().__init__(provider, secrets, limits, response)
         self._response = response
-        self._lines, self._total, self._events = _stream_checks(limits, provider, response)
         self._chunks = response.iter_bytes()
 
     def __iter__(self) -> Iterator[str]:
-        try:
+        with self._typed():
             for chunk in self._chunks:
                 self._total.add(chunk)
                 for line in self._lines.feed(chunk):
@@ -104,44 +151,26 @@ class LineStream:
                 yield line
             if self._events is not None:
                 yield ""  # a last event without its blank line is still dispatched
-        except httpx.RequestError as exc:
-            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
-        except ModelResponseError as exc:
-            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
 
     def batches(self) -> Iterator[list[str]]:
         """The same lines as iterating, grouped by the body reads that completed them (one step per
         read instead of one per line: a read usually holds several events)."""
-        try:
+        with self._typed():
             for chunk in self._chunks:
-                self._total.add(chunk)
-                lines = self._lines.feed(chunk)
+                lines = self._batch(chunk)
                 if lines:
-                    if self._events is not None:
-                        self._events.check_all(lines)
                     yield lines
-            tail = self._lines.flush()
-            if self._events is not None:
-                self._events.check_all(tail)
-                tail.append("")  # a last event without its blank line is still dispatched
+            tail = self._tail()
             if tail:
                 yield tail
-        except httpx.RequestError as exc:
-            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
-        except ModelResponseError as exc:
-            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
 
     def chunks(self) -> Iterator[bytes]:
         """The body's bytes as they arrive, not cut into lines (binary streams: AWS event streams);
         bounded by ``max_response_bytes``, failures typed as for lines."""
-        try:
+        with self._typed():
             for chunk in self._chunks:
                 self._total.add(chunk)
                 yield chunk
-        except httpx.RequestError as exc:
-            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
-        except ModelResponseError as exc:
-            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
 
     def finish(self) -> None:
         """Read what already arrived (briefly), then release the connection."""
@@ -212,18 +241,16 @@ class LineStream:
         self._response.close()
 
 
-class AsyncLineStream:
+class AsyncLineStream(_BoundedStream):
     """Async ``LineStream``."""
 
     def __init__(self, provider: str, secrets: Sequence[str], limits: ResponseLimits, response: _AsyncAnswer) -> None:
-        self._provider = provider
-        self._secrets = secrets
+        super().__init__(provider, secrets, limits, response)
         self._response = response
-        self._lines, self._total, self._events = _stream_checks(limits, provider, response)
         self._chunks = response.aiter_bytes()
 
     async def __aiter__(self) -> AsyncIterator[str]:
-        try:
+        with self._typed():
             async for chunk in self._chunks:
                 self._total.add(chunk)
                 for line in self._lines.feed(chunk):
@@ -236,42 +263,24 @@ class AsyncLineStream:
                 yield line
             if self._events is not None:
                 yield ""
-        except httpx.RequestError as exc:
-            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
-        except ModelResponseError as exc:
-            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
 
     async def batches(self) -> AsyncIterator[list[str]]:
         """Async ``LineStream.batches``."""
-        try:
+        with self._typed():
             async for chunk in self._chunks:
-                self._total.add(chunk)
-                lines = self._lines.feed(chunk)
+                lines = self._batch(chunk)
                 if lines:
-                    if self._events is not None:
-                        self._events.check_all(lines)
                     yield lines
-            tail = self._lines.flush()
-            if self._events is not None:
-                self._events.check_all(tail)
-                tail.append("")
+            tail = self._tail()
             if tail:
                 yield tail
-        except httpx.RequestError as exc:
-            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
-        except ModelResponseError as exc:
-            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Async ``LineStream.chunks``."""
-        try:
+        with self._typed():
             async for chunk in self._chunks:
                 self._total.add(chunk)
                 yield chunk
-        except httpx.RequestError as exc:
-            raise _transport_error(self._provider, exc, self._secrets, str(self._response.url)) from None
-        except ModelResponseError as exc:
-            raise ModelResponseError(scrub(f"{self._provider}: {exc}", self._secrets)) from None
 
     async def finish(self) -> None:
         """Read what already arrived (briefly), then release the connection."""
