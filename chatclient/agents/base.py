@@ -489,8 +489,10 @@ class Agent:
             return
         known = set(self.input_names())
         unknown = [k for k in inputs if k not in known]
+        if not unknown:  # the usual call: the required inputs are not looked up at all
+            return
         missing = [k for k in self._required_inputs() if k not in inputs]
-        if unknown and missing:
+        if missing:
             raise AgentInputError(
                 self.name,
                 missing,
@@ -987,6 +989,13 @@ class Workflow(Agent):
         return self.agents
 
     def input_types(self) -> dict[str, tuple[Any, bool]]:
+        # Asked at every run (the call check): computed once per tuple of agents, a copy handed out.
+        cached = self.__dict__.get("_input_types")
+        if cached is None or cached[0] is not self.agents:
+            cached = self.__dict__["_input_types"] = (self.agents, self._walk_input_types())
+        return dict(cached[1])
+
+    def _walk_input_types(self) -> dict[str, tuple[Any, bool]]:
         # What the agents read before an earlier agent of this workflow wrote it.
         produced: set[str] = set()
         out: dict[str, tuple[Any, bool]] = {}
