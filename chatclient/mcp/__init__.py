@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from chatclient.mcp.elicitation import ElicitationHandler, ElicitationRequest, ElicitationResponse
     from chatclient.mcp.oauth import (
         InMemoryTokenStorage,
+        JwtBearer,
         LoopbackRedirect,
         OAuthAuthorizationCode,
         OAuthClientCredentials,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "InMemoryTokenStorage": "chatclient.mcp.oauth",
+    "JwtBearer": "chatclient.mcp.oauth",
     "LoopbackRedirect": "chatclient.mcp.oauth",
     "OAuthAuthorizationCode": "chatclient.mcp.oauth",
     "OAuthClientCredentials": "chatclient.mcp.oauth",
@@ -61,6 +63,7 @@ __getattr__ = lazy_getattr("chatclient.mcp", _LAZY, globals())
 
 __all__ = [
     "InMemoryTokenStorage",
+    "JwtBearer",
     "LoopbackRedirect",
     "OAuthAuthorizationCode",
     "OAuthClientCredentials",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import parse_qs, urlsplit
@@ -276,6 +276,76 @@ class _PreRegistered:
         return f"_PreRegistered({self._inner!r})"
 
 
+MAX_TOKEN_CHARS = 8_192
+"""A bearer token longer than this is refused unread (a JWT access token is a few hundred bytes)."""
+
+
+class JwtBearer:
+    """An ``auth`` hook for ``serve()`` that accepts signed JWT access tokens (RFC 9068 style).
+
+    ``keys`` is the authorization server's JWK Set (the JSON its ``jwks_uri`` serves, as a dict) or
+    a single key; ``issuer`` and ``audience`` (the protected endpoint's URL, RFC 8707) must match the
+    token's ``iss`` and ``aud``; ``exp`` is required (``leeway`` seconds of clock skew allowed) and
+    every scope in ``required_scopes`` must be in the token's ``scope``. Anything else, or a token
+    longer than 8 192 characters, answers ``False`` (so ``401``). Tokens are never logged.
+    Needs the ``mcp-oauth`` extra (JOSE from ``authlib``'s ``joserfc``).
+    """
+
+    def __init__(
+        self,
+        keys: Mapping[str, Any] | Any,
+        *,
+        issuer: str,
+        audience: str,
+        required_scopes: tuple[str, ...] | list[str] = (),
+        algorithms: tuple[str, ...] | list[str] = ("RS256", "ES256", "PS256", "EdDSA"),
+        leeway: int = 30,
+    ) -> None:
+        try:
+            from joserfc import jwt
+            from joserfc.jwk import KeySet
+        except ImportError as exc:  # pragma: no cover - exercised only without the extra
+            raise ImportError("JwtBearer needs JOSE support: pip install 'chatclient[mcp-oauth]'") from exc
+        if not issuer or not audience:
+            raise ValueError("JwtBearer needs the issuer and the audience (the endpoint's URL) to check")
+        jwks = dict(keys) if isinstance(keys, Mapping) and "keys" in keys else None
+        # a JWK Set as parsed JSON (its shape is checked by joserfc); anything else is one key
+        self._keys: Any = KeySet.import_key_set(jwks) if jwks is not None else keys  # type: ignore[arg-type]
+        self._algorithms = list(algorithms)
+        self._claims = jwt.JWTClaimsRegistry(
+            leeway=leeway,
+            iss={"essential": True, "value": issuer},
+            aud={"essential": True, "value": audience},
+            exp={"essential": True},
+        )
+        self._required = set(required_scopes)
+
+    def __repr__(self) -> str:
+        return f"JwtBearer(algorithms={self._algorithms!r}, required_scopes={sorted(self._required)!r})"
+
+    def verify(self, token: str) -> Mapping[str, Any] | None:
+        """The token's claims when it is valid, else ``None``."""
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            return None
+        try:
+            decoded = jwt.decode(token, self._keys, algorithms=self._algorithms)
+            self._claims.validate(decoded.claims)
+        except (JoseError, ValueError, TypeError):  # bad signature, claim, shape or encoding
+            return None
+        granted = decoded.claims.get("scope", "")
+        if not isinstance(granted, str) or not self._required <= set(granted.split()):
+            return None
+        return decoded.claims
+
+    def __call__(self, request: Any) -> bool:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and self.verify(token.strip()) is not None
+
+
 def parse_redirect(url: str) -> tuple[str, str | None, str | None]:
     """``(code, state, iss)`` from the URL the authorization server redirected to.
 
@@ -348,6 +418,7 @@ class LoopbackRedirect:
 __all__ = [
     "Authorize",
     "InMemoryTokenStorage",
+    "JwtBearer",
     "LoopbackRedirect",
     "McpOAuth",
     "OAuthAuthorizationCode",
