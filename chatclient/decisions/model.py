@@ -54,6 +54,7 @@ __all__ = [
     "DecisionInput",
     "DecisionModel",
     "as_decision_model",
+    "name_probabilities",
     "supports_logprobs",
 ]
 
@@ -245,6 +246,25 @@ def label_probabilities(tokens: Sequence[tuple[str, float]], labels: Sequence[st
     return [min(1.0, m / total) for m in mass]
 
 
+def name_probabilities(tokens: Sequence[tuple[str, float]], names: Sequence[str]) -> list[float] | None:
+    """The names' probabilities from the first answer token: a token (ignoring case and leading
+    space) counts for the names it begins, split evenly when it begins several; renormalised;
+    ``None`` when no token begins any name."""
+    folded = [n.strip().casefold() for n in names]
+    mass = [0.0] * len(names)
+    for token, logprob in tokens:
+        piece = token.strip().casefold()
+        if not piece:
+            continue
+        hits = [i for i, name in enumerate(folded) if name.startswith(piece)]
+        for i in hits:
+            mass[i] += math.exp(min(logprob, 0.0)) / len(hits)
+    total = sum(mass)
+    if total <= 0.0:
+        return None
+    return [min(1.0, m / total) for m in mass]
+
+
 def _answer(question: Question, probabilities: Sequence[float] | None, refusal: str | None = None) -> Answer:
     if isinstance(question, YesNoQuestion):
         return YesNoAnswer(0.0, refusal=refusal) if probabilities is None else YesNoAnswer(probabilities[0])
@@ -288,7 +308,8 @@ def read_probabilities(question: Question, response: ChatResponse, model_name: s
             f"{model_name} returned no token log-probabilities; decisions need a server that honours "
             "'logprobs' and 'top_logprobs' (OpenAI, vLLM, llama.cpp's server, the embedded LlamaCppChatModel)"
         )
-    probabilities = label_probabilities(tokens, labels)
+    by_name = isinstance(question, ChoiceQuestion) and question.by_name
+    probabilities = name_probabilities(tokens, labels) if by_name else label_probabilities(tokens, labels)
     if probabilities is None:
         seen = ", ".join(repr(t[:20]) for t, _ in sorted(tokens, key=lambda x: -x[1])[:8]) or "none"
         raise InvalidDecisionResponseError(
@@ -315,6 +336,8 @@ def _question_text(question: Question) -> str:
 def _instruction(question: Question) -> str:
     if isinstance(question, YesNoQuestion):
         return "Answer with only yes or no."
+    if isinstance(question, ChoiceQuestion) and question.by_name:
+        return "Answer with only the name of one option."
     return f"Answer with only the letter ({', '.join(labels_of(question))}) of one option."
 
 
@@ -352,6 +375,10 @@ class DecisionModel:
     the probabilities are divided by that baseline, which removes a small model's leaning towards
     one answer. It costs one more call per distinct question; off by default, because the
     probabilities then mean "compared with no evidence", not the model's raw belief.
+
+    ``top_logprobs`` (default 20, OpenAI's maximum) is how many top tokens are asked for; the
+    embedded model gives up to 100, which helps ``ChoiceQuestion(by_name=True)``, whose names may
+    start with tokens outside the top 20.
     """
 
     def __init__(
@@ -362,6 +389,7 @@ class DecisionModel:
         system: str | None = None,
         max_input_chars: int = MAX_INPUT_CHARS,
         calibrate: bool = False,
+        top_logprobs: int = TOP_LOGPROBS,
     ) -> None:
         if model is None or not callable(getattr(model, "call", None)):
             raise TypeError(f"DecisionModel needs a chat model, got {type(model).__name__}")
@@ -372,6 +400,9 @@ class DecisionModel:
             raise ValueError("max_input_chars must be a positive int")
         self.max_input_chars = max_input_chars
         self.calibrate = bool(calibrate)
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 100:
+            raise ValueError(f"top_logprobs must be an int from 1 to 100, got {top_logprobs!r}")
+        self.top_logprobs = top_logprobs
         self._baselines: dict[str, list[float]] = {}
         from chatclient.templates import default_renderer
 
@@ -417,7 +448,9 @@ class DecisionModel:
                 "instruction": _instruction(question),
             },
         )
-        options = ChatOptions(max_tokens=1, temperature=0.0, extra={"logprobs": True, "top_logprobs": TOP_LOGPROBS})
+        options = ChatOptions(
+            max_tokens=1, temperature=0.0, extra={"logprobs": True, "top_logprobs": self.top_logprobs}
+        )
         messages: list[Message] = [SystemMessage(self.system)] if self.system else []
         messages.append(UserMessage(user))
         return Prompt(messages, options=options)

@@ -102,14 +102,21 @@ class YesNoQuestion:
 
 @dataclass(frozen=True, slots=True, init=False)
 class ChoiceQuestion:
-    """Pick exactly one of ``options`` (at least two, at most 20; strings or enum members)."""
+    """Pick exactly one of ``options`` (at least two, at most 20; strings or enum members).
+
+    ``by_name=True`` asks for the option's name instead of its letter: the probability of an option
+    is that of the answer tokens its name starts with. Small models copy a name they read (the one a
+    request mentions) far more readily than they map it to a letter.
+    """
 
     text: str
     options: tuple[Any, ...]
+    by_name: bool
 
-    def __init__(self, text: str, options: Iterable[Any] | type[Enum]) -> None:
+    def __init__(self, text: str, options: Iterable[Any] | type[Enum], *, by_name: bool = False) -> None:
         object.__setattr__(self, "text", _text(text, "the question text"))
         object.__setattr__(self, "options", _options(options, "the options"))
+        object.__setattr__(self, "by_name", bool(by_name))
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -129,9 +136,12 @@ Question = YesNoQuestion | ChoiceQuestion | ScaleQuestion
 
 
 def labels_of(question: Question) -> tuple[str, ...]:
-    """The answer tokens a question is asked with: ``("yes", "no")`` or ``("A", "B", ...)``."""
+    """The answers a question is asked with: ``("yes", "no")``, ``("A", "B", ...)``, or the option
+    names of a ``ChoiceQuestion(by_name=True)``."""
     if isinstance(question, YesNoQuestion):
         return (YES, NO)
+    if isinstance(question, ChoiceQuestion) and question.by_name:
+        return tuple(option_name(o) for o in question.options)
     entries = question.options if isinstance(question, ChoiceQuestion) else question.levels
     return tuple(LABELS[: len(entries)])
 
@@ -141,6 +151,10 @@ def listing(question: Question) -> str:
     if isinstance(question, YesNoQuestion):
         return ""
     entries = question.options if isinstance(question, ChoiceQuestion) else question.levels
+    if isinstance(question, ChoiceQuestion) and question.by_name:
+        return "\n".join(
+            f"- {option_name(o)}" + (f" ({d})" if (d := option_description(o)) else "") for o in question.options
+        )
     lines = []
     for label, entry in zip(LABELS, entries, strict=False):
         described = option_description(entry)

@@ -50,7 +50,7 @@ def _text(data: str) -> ChatResponse:
 
 
 class Picker:
-    """A logprob model that puts its mass on the option whose line mentions a word of the input."""
+    """A logprob model that answers with the name of the listed option the input mentions."""
 
     def __init__(self, structured: list[str] | None = None) -> None:
         self.calls: list[Prompt] = []
@@ -61,12 +61,12 @@ class Picker:
         text = prompt.user_message.text
         if not _is_decision(prompt):
             return _text(self.structured.pop(0))
-        options = dict(re.findall(r"^([A-T]): (\w+)", text, flags=re.M))
+        names = re.findall(r"^- (\w+)", text, flags=re.M)
         if "Input:\nN/A" in text:  # the calibration baseline: no preference
-            return lp_response({label: 1.0 / len(options) for label in options})
+            return lp_response({f" {name[:3]}": 1.0 / len(names) for name in names})
         request = text.split("Question:")[0].lower()
-        wanted = next((label for label, name in options.items() if name in request), "A")
-        return lp_response({label: (0.9 if label == wanted else 0.1 / len(options)) for label in options})
+        wanted = next((name for name in names if name in request), names[0])
+        return lp_response({f" {n[:3]}": (0.9 if n == wanted else 0.1 / len(names)) for n in names})
 
 
 def _client(picker: Picker) -> ChatClient:
@@ -93,10 +93,8 @@ def test_done_ends_the_plan_when_the_model_says_so() -> None:
         def __call__(self, prompt: Prompt) -> ChatResponse:
             text = prompt.user_message.text
             if "Results so far" in text:
-                label = re.search(r"^([A-T]): done", text, flags=re.M)
-                assert label is not None
                 self.calls.append(prompt)
-                return lp_response({label.group(1): 0.95, "A": 0.05})
+                return lp_response({"done": 0.95, "weather": 0.05})
             return super().__call__(prompt)
 
     wf = supervisor(weather, translator, planner=_client(Finisher()), by_probability=True)
