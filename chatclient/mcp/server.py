@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from chatclient.asgi_guard import HostOriginGuard, call_auth, guarded
-from chatclient.errors import ToolError
+from chatclient.errors import McpError, ToolError
 from chatclient.mcp._sdk import MCPError, types
 from chatclient.mcp.serving import (
     CONTEXT_KEY,
@@ -344,7 +344,10 @@ def build_server(
         uri = str(params.uri)
         if uri not in fixed and not any(t.match(uri) is not None for t, _, _ in matchers):
             raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}")
-        resource_changes.subscribe(uri, ctx.session)
+        try:
+            resource_changes.subscribe(uri, ctx.session)
+        except McpError as exc:
+            raise MCPError(types.INVALID_REQUEST, str(exc)) from exc
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:

@@ -40,6 +40,9 @@ DEFAULT_LOG_LEVEL = "info"
 MAX_LOG_DATA_CHARS = 16_384
 """A log message longer than this is cut before it is sent (a client's log view is no place for megabytes)."""
 
+MAX_SUBSCRIPTIONS = 10_000
+"""Resource subscriptions one ``ResourceChanges`` keeps, over all clients and URIs."""
+
 _log = logging.getLogger("chatclient.mcp")
 _T = TypeVar("_T")
 
@@ -179,40 +182,58 @@ class ResourceChanges:
     Pass one to ``serve(..., resource_changes=changes)`` and call ``changes.changed(uri)`` from any
     thread (or ``await changes.achanged(uri)`` on the server's loop); only clients that sent
     ``resources/subscribe`` for that URI are told. With it, the server offers subscriptions.
+    Subscribers are held weakly: a client that goes away without unsubscribing is forgotten.
     """
 
-    def __init__(self) -> None:
-        self._subscribers: dict[str, dict[int, Any]] = {}
+    def __init__(self, *, max_subscriptions: int = MAX_SUBSCRIPTIONS) -> None:
+        self._subscribers: dict[str, weakref.WeakSet[Any]] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.max_subscriptions = max_subscriptions
+
+    def _count(self) -> int:
+        return sum(len(s) for s in self._subscribers.values())
 
     def subscribe(self, uri: str, session: Any) -> None:
-        """Record ``session``'s client as a subscriber of ``uri`` (the server calls this)."""
+        """Record ``session``'s client as a subscriber of ``uri`` (the server calls this).
+
+        ``McpError`` past ``max_subscriptions`` in all (a template matches endless URIs: clients
+        must not be able to grow the table without bound)."""
         self._loop = asyncio.get_running_loop()
         with self._lock:
-            self._subscribers.setdefault(uri, {})[id(connection_of(session))] = session
+            if self._count() >= self.max_subscriptions:
+                import gc
+
+                gc.collect()  # connections that closed may still sit in reference cycles: free them first
+                if self._count() >= self.max_subscriptions:
+                    raise McpError(f"this server keeps at most {self.max_subscriptions} resource subscriptions")
+            self._subscribers.setdefault(uri, weakref.WeakSet()).add(connection_of(session))
 
     def unsubscribe(self, uri: str, session: Any) -> None:
         """Forget ``session``'s client for ``uri`` (unknown subscriptions are ignored)."""
         with self._lock:
-            self._subscribers.get(uri, {}).pop(id(connection_of(session)), None)
+            subscribers = self._subscribers.get(uri)
+            if subscribers is not None:
+                subscribers.discard(connection_of(session))
+                if not subscribers:
+                    del self._subscribers[uri]
 
     def subscribed(self, uri: str) -> int:
         """How many client connections are subscribed to ``uri``."""
         with self._lock:
-            return len(self._subscribers.get(uri, {}))
+            return len(self._subscribers.get(uri, ()))
 
     async def achanged(self, uri: str) -> None:
         """Notify every subscriber of ``uri``; a subscriber whose connection is gone is dropped."""
         with self._lock:
-            sessions = list(self._subscribers.get(uri, {}).items())
-        for key, session in sessions:
+            connections = list(self._subscribers.get(uri, ()))
+        for connection in connections:
             try:
-                await session.send_resource_updated(uri)
+                await connection.send_resource_updated(uri)
             except Exception as exc:  # a closed connection: forget it, keep telling the others
-                _log.debug("dropping the subscriber of %s: %s", uri, exc)
+                _log.debug("dropping a subscriber of %s: %s", uri[:200], type(exc).__name__)
                 with self._lock:
-                    self._subscribers.get(uri, {}).pop(key, None)
+                    self._subscribers.get(uri, weakref.WeakSet()).discard(connection)
 
     def changed(self, uri: str) -> None:
         """Thread-safe ``achanged``: schedules the notifications on the server's loop (no-op before any subscription)."""

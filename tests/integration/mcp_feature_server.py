@@ -16,7 +16,7 @@ from chatclient.tools import ToolContext, ToolResult, tool
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 notes = {"todo": "buy milk"}
-changes = ResourceChanges()
+changes = ResourceChanges(max_subscriptions=50)
 
 
 class Colour(enum.Enum):

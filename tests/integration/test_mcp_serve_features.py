@@ -287,6 +287,24 @@ def test_subscribing_to_an_unknown_resource_is_refused(url: str) -> None:
             client.subscribe("notes://todo", "not callable")  # type: ignore[arg-type]
 
 
+def test_subscriptions_are_bounded(url: str) -> None:
+    # the fixture keeps at most 50; a template matches endless URIs, so a client could otherwise grow the table
+    with McpClient.http(url) as client:
+        with pytest.raises(McpServerError, match="at most 50 resource subscriptions"):
+            for n in range(60):
+                client.subscribe(f"notes://flood-{n}", print)
+        for n in range(60):
+            client.unsubscribe(f"notes://flood-{n}")
+        client.subscribe("notes://after-the-flood", print)  # unsubscribing freed the room
+        client.unsubscribe("notes://after-the-flood")
+    # a client fills the table, then leaves without unsubscribing
+    with McpClient.http(url) as flooder, pytest.raises(McpServerError, match="at most 50"):
+        for n in range(60):
+            flooder.subscribe(f"notes://flood-{n}", print)
+    with McpClient.http(url) as later:
+        later.subscribe("notes://todo", print)  # the departed client's subscriptions were forgotten
+
+
 def test_resource_changes_without_subscribers_is_a_no_op() -> None:
     changes = ResourceChanges()
     changes.changed("notes://todo")  # before any server ran: nothing to tell, no error
