@@ -82,7 +82,8 @@ def paired(
     """µs of CPU per call of ``workflow`` and of ``bare``, measured in alternation round by round
     (so both see the same machine), after one warm-up round each; ``refill`` runs between rounds,
     untimed."""
-    wf_samples, bare_samples = [], []
+    wf_samples: list[float] = []
+    bare_samples: list[float] = []
     for i in range(rounds + 1):
         for fn, samples in ((workflow, wf_samples), (bare, bare_samples)):
             if refill is not None:
