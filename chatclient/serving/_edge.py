@@ -501,7 +501,7 @@ class Edge:
 
     async def read_body(self, request: Any) -> bytes:
         """The raw body, at most ``max_body_bytes`` (``EdgeError`` 413 past it)."""
-        length = request.headers.get("content-length")
+        length = _content_length(request.scope)
         if length is not None:
             if not length.strip().isdigit():
                 raise EdgeError(400, "Invalid Content-Length header.")
@@ -876,6 +876,14 @@ async def _deliver(outbox: _Outbox, send: Any) -> None:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _content_length(scope: Mapping[str, Any]) -> str | None:
+    """The first ``Content-Length`` of the raw ASGI headers (as Starlette's ``headers.get`` reads it)."""
+    for name, value in scope.get("headers") or ():
+        if name == b"content-length":
+            return str(value.decode("latin-1"))
+    return None
 
 
 def _depth(value: Any, limit: int = MAX_JSON_DEPTH + 1) -> int:
