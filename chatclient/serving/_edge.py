@@ -4,7 +4,8 @@ Each protocol module (``openai_compat``, ``ag_ui``, ``ai_sdk``) is a translation
 parses its body into a ``ChatTurn``, runs the turn through an ``Edge``, and turns the events into
 its own wire format. Everything else lives here, once:
 
-``Edge(auth=, allowed_hosts=, allowed_origins=, max_body_bytes=, max_duration=, surface=)``
+``Edge(auth=, allowed_hosts=, allowed_origins=, max_body_bytes=, max_duration=, surface=,
+conversation_namespace=)``
     The options every app takes. ``edge.app(routes, render=...)`` builds the ASGI app: the routes
     on Starlette, behind the Host/Origin/auth gate of ``chatclient.asgi_guard`` (``render`` turns a
     refusal — 401/403/421 — into the protocol's own error shape) and an explicit CORS policy (the
@@ -16,6 +17,12 @@ its own wire format. Everything else lives here, once:
     not JSON (or nested deeper than ``MAX_JSON_DEPTH``).
 ``edge.principal(request)``
     What the ``auth`` hook returned for this request (``None`` without a hook).
+``edge.conversation_key(conversation_id, principal)``
+    The memory conversation id (and agent scope id) of a caller's id: with a principal, bound to
+    its identity (``principal_identity``: a ``str`` principal, its ``id``, or the app's
+    ``conversation_namespace(principal)``) as ``namespaced_conversation_id(identity, id)``, so one
+    user never reaches another's conversation or suspended run; without one, the id as given;
+    ``None``, a fresh random id. ``run_events`` / ``start_events`` / ``whole_events`` apply it.
 ``edge.run_events(target, turn, principal=..., stream=True)`` / ``edge.start_events(...)``
     Runs one turn (a ``ChatTurn``) on a ``ChatClient`` or an agent and yields ``chatclient.events``
     events: ``TextDelta``, ``ReasoningDelta``, ``ToolCallStarted``/``ToolCallFinished`` (the
@@ -31,16 +38,20 @@ its own wire format. Everything else lives here, once:
     ``stream=False`` calls the model without streaming (the events come at the end, the answer on
     ``Finished``). ``start_events`` sets the run up before returning, so a turn the target cannot
     take raises ``EdgeError`` (400) while an HTTP status can still say so; ``run_events`` raises
-    everything while iterating.
+    everything while iterating. ``await edge.whole_events(target, turn, principal=...)`` is the
+    ``stream=False`` run as one sequence of events, for answers sent whole (no stream to drive).
+    An agent target runs through its public ``arun_stream`` / ``aresume_stream``, the principal
+    in every model call of its agents (``advisor_params``).
 ``edge.event_stream(frames, headers=...)``
     An ASGI response that sends each ``bytes`` frame as it comes and cancels the producer (and so
     the model call) as soon as the client disconnects — not at the next write, which may be long in
     coming. What a cancelled turn leaves in memory is the question only (the round-2 rule).
 ``await edge.until_disconnect(request, awaitable)``
-    The same cancellation for a non-streaming answer.
+    The same cancellation for a non-streaming answer (the client is watched from the moment the
+    work first waits). ``JsonAnswer(body_bytes, status=, headers=)`` sends a pre-rendered JSON body.
 ``error_for(exc) -> EdgeError``
-    What to tell the caller about any exception: 429 + ``retry_after`` (a rate limiter or budget
-    refused), 502 (the upstream model failed; the message names the failure, never its text, which
+    What to tell the caller about any exception: 429 + ``retry_after`` (a rate limiter's wait, or
+    the seconds left in a refusing budget's period; ``BUDGET_RETRY_AFTER`` when it names none), 502 (the upstream model failed; the message names the failure, never its text, which
     may quote a provider's body), 504 (``max_duration`` passed), 400 (an input guardrail refused),
     500 (``"internal error"``, nothing more) for anything else. Protocols render it in their shape,
     as an HTTP error before streaming began and in-stream after.
