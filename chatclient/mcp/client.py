@@ -75,6 +75,7 @@ ProgressCallback = Callable[[float, "float | None", "str | None"], object]
 ResourceUpdateCallback = Callable[[str], object]
 """``callback(uri)``, sync or async: a subscribed resource changed on the server."""
 MAX_URI_CHARS = 8_192
+MAX_PROGRESS_MESSAGE_CHARS = 4_096
 MAX_COMPLETION_VALUES = 100
 """``fn(progress, total, message)``; may be sync or ``async``."""
 
@@ -1115,6 +1116,8 @@ async def _paginate(page: Callable[[str | None], Awaitable[tuple[list[T], str | 
 
 def _progress_adapter(progress: ProgressCallback) -> Any:
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        if message is not None and len(message) > MAX_PROGRESS_MESSAGE_CHARS:
+            message = message[:MAX_PROGRESS_MESSAGE_CHARS] + " [...]"  # a status line, not a payload
         try:
             outcome = progress(value, total, message)
             if asyncio.iscoroutine(outcome):

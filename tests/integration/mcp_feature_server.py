@@ -50,6 +50,15 @@ async def steps(ctx: ToolContext) -> str:
 
 
 @tool
+async def flood(ctx: ToolContext) -> str:
+    """Sends oversized notifications: a megabyte progress message and an update of a megabyte URI."""
+    mcp = mcp_server_context(ctx)
+    await mcp.aprogress(1, 1, "p" * 1_000_000)
+    await changes.achanged("notes://" + "u" * 1_000_000)
+    return "flooded"
+
+
+@tool
 def sync_steps(ctx: ToolContext) -> str:
     """A sync tool reporting progress and logging through the blocking methods."""
     mcp = mcp_server_context(ctx)
@@ -175,6 +184,7 @@ def main() -> None:
         chatty,
         shout,
         steps,
+        flood,
         sync_steps,
         wrong_mode,
         sign_up,

@@ -159,6 +159,19 @@ def test_progress_and_logs_from_a_sync_tool(url: str) -> None:
     assert logs.data() == ["from a thread"]
 
 
+def test_oversized_notifications_are_cut_or_ignored(url: str) -> None:
+    seen: list[str | None] = []
+    updates: list[str] = []
+    with McpClient.http(url) as client:
+        client.subscribe("notes://todo", updates.append)
+        result = client.call_tool("flood", progress=lambda p, t, m: seen.append(m))
+        client.ping()
+    assert result.content[0].text == "flooded"  # type: ignore[union-attr]
+    [message] = seen
+    assert message is not None and len(message) <= 4096 + 6 and message.endswith("[...]")
+    assert updates == []  # an update of a URI nobody subscribed to reaches no callback
+
+
 def test_no_progress_token_means_no_notifications_and_no_failure(url: str) -> None:
     with McpClient.http(url) as client:
         assert client.call_tool("steps").content[0].text == "stepped"
