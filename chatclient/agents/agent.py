@@ -141,6 +141,7 @@ class LlmAgent(Agent):
                 for var in sorted(renderer.variables(text)):  # TemplateError for a malformed template
                     names.setdefault(var, None)
         self._inputs = tuple(names)
+        self._n_required = len(self._inputs)  # every template variable is required
         self._system = _Template(self.system) if self.system is not None else None
         self._user = _Template(self.user)
         auto_register(self.output_type)
@@ -155,6 +156,10 @@ class LlmAgent(Agent):
     def _missing(self, scope: AgenticScope) -> list[str]:
         state = scope._state
         return [k for k in self._inputs if k not in state]
+
+    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
+        state = scope._state
+        return {k: state[k] for k in self._inputs if k in state}
 
     def _spec(self, step: Step) -> ChatClientRequestSpec:
         spec = self.client.prompt()
@@ -389,6 +394,8 @@ class FunctionAgent(Agent):
                 self._exact[p.name] = hint  # a value of exactly this class needs no validation
         self._hints = hints
         self._names = tuple(p[0] for p in self._params)
+        # All parameters required: a step that read every one of them has none missing.
+        self._n_required = len(self._names) if all(p[1] for p in self._params) else -1
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -425,6 +432,10 @@ class FunctionAgent(Agent):
 
     def _missing(self, scope: AgenticScope) -> list[str]:
         return [name for name, required, _, _ in self._params if required and not scope.has(name)]
+
+    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
+        state = scope._state
+        return {k: state[k] for k in self._names if k in state}
 
     def _arguments(self, scope: AgenticScope) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}

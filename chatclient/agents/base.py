@@ -246,21 +246,38 @@ def _start_span(agent: Agent) -> Any:
     return start(agent.name, agent.description) if start is not None else None
 
 
-def _begin(agent: Agent, run: Run, scope: AgenticScope, parent: InvocationNode | None) -> InvocationNode:
-    if run.cancelled or run.deadline is not None:
-        run.check(agent.name)
-    inputs = agent._inputs_of(scope)
-    node = InvocationNode(agent.name, inputs, _now())
-    if parent is not None:
-        parent.children.append(node)
-    else:
+def _started(agent: Agent, run: Run, node: InvocationNode, parent: InvocationNode | None) -> Any:
+    """The parts of starting a step that only some runs need: the root's record in the scope and the
+    monitor, the ``AgentStarted`` event, the observer's span (returned)."""
+    if parent is None:
         with run.scope._lock:
             run.scope._runs.append(node)
         if run.monitor is not None:
             run.monitor._started(run.scope.id, node)
     if run.emit is not None:
-        run.emit(AgentStarted(agent.name, inputs))
-    return node
+        run.emit(AgentStarted(agent.name, node.inputs))
+    return _start_span(agent) if observation._observer is not None else None
+
+
+def _total_usage(own: Usage | None, children: list[InvocationNode | AgentInvocation]) -> Usage | None:
+    """A workflow's usage: its own calls (a supervisor's planner), then its agents'; summed field by
+    field in one pass (no ``Usage`` built per child)."""
+    usages = [u for c in children if (u := c.usage) is not None]
+    if own is not None:
+        usages.append(own)
+    if len(usages) < 2:
+        return usages[0] if usages else None
+    prompt = completion = cached = written = reasoning = 0
+    reported = False
+    for u in usages:
+        prompt += u.prompt_tokens
+        completion += u.completion_tokens
+        cached += u.cached_input_tokens
+        written += u.cache_write_tokens
+        reasoning += u.reasoning_tokens
+        reported = reported or u.reported_total_tokens is not None
+    total = sum(u.total_tokens for u in usages) if reported else None
+    return type(usages[0])(prompt, completion, cached, written, reasoning, total)
 
 
 def _end(agent: Agent, run: Run, node: InvocationNode, output: Any, error: BaseException | None, obs: Any) -> None:
@@ -275,12 +292,7 @@ def _end(agent: Agent, run: Run, node: InvocationNode, output: Any, error: BaseE
     else:
         node.output = output
     if node.children:
-        total: Usage | None = node.usage  # a workflow's own calls (a supervisor's planner), then its agents'
-        for child in list(node.children):
-            usage = child.usage
-            if usage is not None:
-                total = usage if total is None else total + usage
-        node.usage = total
+        node.usage = _total_usage(node.usage, list(node.children))
     if obs is not None:
         # A suspension waits for a person; it is not a failure of the span.
         obs.finish(output if error is None else None, None if isinstance(error, SuspendRun) else error)
@@ -310,6 +322,38 @@ def _skipped_or_missing(agent: Agent, step: Step) -> bool:
     raise AgentInputError(agent.name, missing)
 
 
+def _skip(agent: Agent, step: Step, inputs: dict[str, Any]) -> bool:
+    """Whether this leaf does not run: replayed from the journal (its output in ``step.node.output``),
+    or skipped (optional, inputs missing); ``AgentInputError`` when a required input is missing.
+
+    ``inputs`` are the values the step read: when the agent reads exactly its required inputs
+    (``_n_required``) and all are there, nothing is looked up again."""
+    if step.run.scope._journal:  # a fresh run's journal is empty: nothing to replay
+        done, output = _replayed(agent, step)
+        if done:
+            step.node.output = output
+            return True
+    if len(inputs) == agent._n_required:
+        return False
+    return bool(agent._missing(step.scope)) and _skipped_or_missing(agent, step)
+
+
+def _recorded(agent: Agent, step: Step, output: Any, writes: dict[str, Any]) -> None:
+    """A leaf's output written to the scope and the step journalled (with a store: saved, the
+    crash-recovery point, before the next step starts)."""
+    run, scope, output_key = step.run, step.scope, agent.output_key
+    if output_key is not None:
+        if type(scope) is AgenticScope:
+            scope._state[output_key] = output  # the key was checked when the agent was built
+        else:
+            scope.write(output_key, output)
+        writes[output_key] = output
+    if run.store is None:
+        run.scope._journal[step.key] = {"output": output, "writes": writes}  # one store into a dict: atomic
+    else:
+        run.journal_put(step.key, output, writes)
+
+
 def execute(
     agent: Agent,
     run: Run,
@@ -319,34 +363,45 @@ def execute(
     parent: InvocationNode | None,
     tail: bool,
 ) -> Any:
-    """Run one agent of the tree (sync): record it, replay it from the journal or invoke it."""
-    node = _begin(agent, run, scope, parent)
-    obs = _start_span(agent) if observation._observer is not None else None
+    """Run one agent of the tree (sync): record it, replay it from the journal or invoke it.
+
+    The usual step (a child, no event sink, observer, deadline or journal to replay) costs the
+    record, the step and the agent's own call: everything else is behind one test each."""
+    if run.cancelled or run.deadline is not None:
+        run.check(agent.name)
+    inputs = agent._inputs_of(scope)
+    node = InvocationNode(agent.name, inputs, _now())
+    if parent is not None and run.emit is None and observation._observer is None:
+        parent.children.append(node)
+        obs = None
+    else:
+        if parent is not None:
+            parent.children.append(node)
+        obs = _started(agent, run, node, parent)
     step = Step(run, scope, key, path, node, tail)
-    output: Any = None
     try:
-        if agent._leaf:
-            done = False
-            if run.scope._journal:  # a fresh run's journal is empty: nothing to replay
-                done, output = _replayed(agent, step)
-            if not done and not (agent._missing(scope) and _skipped_or_missing(agent, step)):
-                writes: dict[str, Any] = {}
-                scope._recording = writes
-                try:
-                    output = agent._invoke(step)
-                    if agent.output_key is not None:
-                        scope.write(agent.output_key, output)
-                finally:
-                    scope._recording = None
-                run.journal_put(key, output, writes)
-        else:
+        if not agent._leaf:
             output = agent._invoke(step)
             if agent.output_key is not None:
                 scope.write(agent.output_key, output)
+        elif (run.scope._journal or len(inputs) != agent._n_required) and _skip(agent, step, inputs):
+            output = node.output
+        else:
+            writes: dict[str, Any] = {}
+            scope._recording = writes
+            try:
+                output = agent._invoke(step)
+            finally:
+                scope._recording = None
+            _recorded(agent, step, output, writes)
     except BaseException as exc:
         _end(agent, run, node, None, exc, obs)
         raise
-    _end(agent, run, node, output, None, obs)
+    if obs is None and run.emit is None and not node.children:
+        node.finished = _now()
+        node.output = output
+    else:
+        _end(agent, run, node, output, None, obs)
     return output
 
 
@@ -360,33 +415,41 @@ async def aexecute(
     tail: bool,
 ) -> Any:
     """Async ``execute``."""
-    node = _begin(agent, run, scope, parent)
-    obs = _start_span(agent) if observation._observer is not None else None
+    if run.cancelled or run.deadline is not None:
+        run.check(agent.name)
+    inputs = agent._inputs_of(scope)
+    node = InvocationNode(agent.name, inputs, _now())
+    if parent is not None and run.emit is None and observation._observer is None:
+        parent.children.append(node)
+        obs = None
+    else:
+        if parent is not None:
+            parent.children.append(node)
+        obs = _started(agent, run, node, parent)
     step = Step(run, scope, key, path, node, tail)
-    output: Any = None
     try:
-        if agent._leaf:
-            done = False
-            if run.scope._journal:
-                done, output = _replayed(agent, step)
-            if not done and not (agent._missing(scope) and _skipped_or_missing(agent, step)):
-                writes: dict[str, Any] = {}
-                scope._recording = writes
-                try:
-                    output = await agent._ainvoke(step)
-                    if agent.output_key is not None:
-                        scope.write(agent.output_key, output)
-                finally:
-                    scope._recording = None
-                run.journal_put(key, output, writes)
-        else:
+        if not agent._leaf:
             output = await agent._ainvoke(step)
             if agent.output_key is not None:
                 scope.write(agent.output_key, output)
+        elif (run.scope._journal or len(inputs) != agent._n_required) and _skip(agent, step, inputs):
+            output = node.output
+        else:
+            writes: dict[str, Any] = {}
+            scope._recording = writes
+            try:
+                output = await agent._ainvoke(step)
+            finally:
+                scope._recording = None
+            _recorded(agent, step, output, writes)
     except BaseException as exc:
         _end(agent, run, node, None, exc, obs)
         raise
-    _end(agent, run, node, output, None, obs)
+    if obs is None and run.emit is None and not node.children:
+        node.finished = _now()
+        node.output = output
+    else:
+        _end(agent, run, node, output, None, obs)
     return output
 
 
@@ -437,6 +500,10 @@ class Agent:
     compensate: Callable[..., Any] | None = None
     """The undo function run by ``compensating(...)`` when a later agent fails (``compensate=``)."""
     _leaf: bool = True
+    _n_required: int = -1
+    """How many inputs a leaf needs when ``_inputs_of`` reads exactly its required inputs (those
+    present) and ``_missing`` is those absent: a step that read this many has none missing and
+    skips the ``_missing`` look-up. ``-1``: always ask ``_missing``."""
 
     # -- what subclasses provide ------------------------------------------------------------------
 
@@ -1040,38 +1107,73 @@ class Workflow(Agent):
     def _child(
         self, step: Step, agent: Agent, part: str, *, scope: AgenticScope | None = None, tail: bool = False
     ) -> Any:
-        scope = step.scope if scope is None else scope
+        """Run ``agent`` as the child ``part`` of this workflow's step, under the error policy."""
         key = f"{step.key}/{part}" if step.key else part
+        return self._step(step, agent, key, (*step.path, self.name), step.scope if scope is None else scope, tail)
+
+    def _step(self, step: Step, agent: Agent, key: str, path: tuple[str, ...], scope: AgenticScope, tail: bool) -> Any:
+        """``_child`` with the child's ``key`` and ``path`` (this workflow's path and name) made by the
+        caller, once per run of this workflow for all its children."""
+        try:
+            return execute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:
+            return self._recover(step, agent, key, path, scope, tail, exc)
+
+    def _recover(
+        self,
+        step: Step,
+        agent: Agent,
+        key: str,
+        path: tuple[str, ...],
+        scope: AgenticScope,
+        tail: bool,
+        exc: Exception,
+    ) -> Any:
         attempt = 1
         while True:
+            recovery = self._decide(agent, step, scope, key, exc, attempt)
+            if recovery.action == "result":
+                return recovery.value
+            attempt += 1
             try:
-                return execute(agent, step.run, scope, key, (*step.path, self.name), step.node, tail and step.tail)
+                return execute(agent, step.run, scope, key, path, step.node, tail and step.tail)
             except _PASS_THROUGH:
                 raise
-            except Exception as exc:
-                recovery = self._decide(agent, step, scope, key, exc, attempt)
-                if recovery.action == "result":
-                    return recovery.value
-                attempt += 1
+            except Exception as again:
+                exc = again
 
     async def _achild(
         self, step: Step, agent: Agent, part: str, *, scope: AgenticScope | None = None, tail: bool = False
     ) -> Any:
-        scope = step.scope if scope is None else scope
+        """Async ``_child``."""
         key = f"{step.key}/{part}" if step.key else part
-        attempt = 1
-        while True:
-            try:
-                return await aexecute(
-                    agent, step.run, scope, key, (*step.path, self.name), step.node, tail and step.tail
-                )
-            except _PASS_THROUGH:
-                raise
-            except Exception as exc:
+        return await self._astep(
+            step, agent, key, (*step.path, self.name), step.scope if scope is None else scope, tail
+        )
+
+    async def _astep(
+        self, step: Step, agent: Agent, key: str, path: tuple[str, ...], scope: AgenticScope, tail: bool
+    ) -> Any:
+        """Async ``_step``."""
+        try:
+            return await aexecute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+        except _PASS_THROUGH:
+            raise
+        except Exception as exc:
+            attempt = 1
+            while True:
                 recovery = self._decide(agent, step, scope, key, exc, attempt)
                 if recovery.action == "result":
                     return recovery.value
                 attempt += 1
+                try:
+                    return await aexecute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+                except _PASS_THROUGH:
+                    raise
+                except Exception as again:
+                    exc = again
 
 
 __all__ = [

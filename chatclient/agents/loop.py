@@ -55,9 +55,12 @@ class LoopWorkflow(Workflow):
     def _invoke(self, step: Step) -> Any:
         last: Any = None
         n = len(self.agents)
+        prefix = f"{step.key}/" if step.key else ""
+        path = (*step.path, self.name)
+        scope = step.scope
         for iteration in range(1, self.max_iterations + 1):
             for i, agent in enumerate(self.agents):
-                last = self._child(step, agent, f"{iteration}.{i}", tail=i == n - 1)
+                last = self._step(step, agent, f"{prefix}{iteration}.{i}", path, scope, i == n - 1)
                 if self.check == "each" and self._exit(step.scope, iteration):
                     return self._final(step, last)
             if self.check == "iteration" and self._exit(step.scope, iteration):
@@ -67,9 +70,12 @@ class LoopWorkflow(Workflow):
     async def _ainvoke(self, step: Step) -> Any:
         last: Any = None
         n = len(self.agents)
+        prefix = f"{step.key}/" if step.key else ""
+        path = (*step.path, self.name)
+        scope = step.scope
         for iteration in range(1, self.max_iterations + 1):
             for i, agent in enumerate(self.agents):
-                last = await self._achild(step, agent, f"{iteration}.{i}", tail=i == n - 1)
+                last = await self._astep(step, agent, f"{prefix}{iteration}.{i}", path, scope, i == n - 1)
                 if self.check == "each" and self._exit(step.scope, iteration):
                     return self._final(step, last)
             if self.check == "iteration" and self._exit(step.scope, iteration):

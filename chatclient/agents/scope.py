@@ -418,7 +418,8 @@ class InvocationNode:
         self.usage: Usage | None = None
 
     def freeze(self) -> AgentInvocation:
-        children = tuple(c if isinstance(c, AgentInvocation) else c.freeze() for c in list(self.children))
+        kids = self.children  # a leaf has none: no loop for it
+        children = tuple([c if isinstance(c, AgentInvocation) else c.freeze() for c in list(kids)]) if kids else ()
         # Built without the frozen dataclass's __init__ (one object.__setattr__ per field): a run
         # freezes every node of its tree once, and this is the hot path of small agents.
         inv = object.__new__(AgentInvocation)
@@ -486,7 +487,6 @@ class AgenticScope:
         for key, value in (state or {}).items():
             self._state[_check_key(key)] = value
         self._recording: dict[str, Any] | None = None
-        self._root: AgenticScope = self
         # Root-only parts: the run's inputs, the journal of completed steps, the invocation trees
         # and a pending human-input question.
         self._initial: dict[str, Any] = dict(self._state)
@@ -494,6 +494,13 @@ class AgenticScope:
         self._runs: list[InvocationNode | AgentInvocation] = []
         self._pending: dict[str, Any] | None = None
         self._lock = threading.RLock()
+
+    @property
+    def _root(self) -> AgenticScope:
+        # The scope holding the run's journal and records: this one (a branch returns its parent's).
+        # A property, not an attribute pointing at itself: that cycle would leave every finished
+        # run's scope, journal and invocation records to the cyclic garbage collector.
+        return self
 
     # -- the state --------------------------------------------------------------------------------
 
@@ -543,7 +550,6 @@ class AgenticScope:
     def __setstate__(self, data: dict[str, Any]) -> None:
         other = AgenticScope.from_json(data["json"])
         self.__dict__.update(other.__dict__)
-        self._root = self
 
     # -- JSON -------------------------------------------------------------------------------------
 
@@ -647,7 +653,6 @@ class _BranchScope(AgenticScope):
         self._parent = parent
         self._local: dict[str, Any] = {}
         self._recording = None
-        self._root = parent._root
         self._lock = parent._root._lock
 
     def read(self, key: str, default: Any = None) -> Any:
@@ -662,6 +667,10 @@ class _BranchScope(AgenticScope):
 
     def has(self, key: str) -> bool:
         return key in self._local or self._parent.has(key)
+
+    @property
+    def _root(self) -> AgenticScope:
+        return self._parent._root
 
     @property
     def _state(self) -> dict[str, Any]:  # type: ignore[override]

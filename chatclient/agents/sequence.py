@@ -13,17 +13,24 @@ class SequenceWorkflow(Workflow):
     """Runs its agents in order; the result is the last agent's output unless ``output=`` is given."""
 
     def _invoke(self, step: Step) -> Any:
+        # The children's keys share one prefix and their path is this workflow's: made once here.
         last: Any = None
-        n = len(self.agents)
+        prefix = f"{step.key}/" if step.key else ""
+        path = (*step.path, self.name)
+        scope = step.scope
+        final = len(self.agents) - 1
         for i, agent in enumerate(self.agents):
-            last = self._child(step, agent, str(i), tail=i == n - 1)
+            last = self._step(step, agent, prefix + str(i), path, scope, i == final)
         return self._final(step, last)
 
     async def _ainvoke(self, step: Step) -> Any:
         last: Any = None
-        n = len(self.agents)
+        prefix = f"{step.key}/" if step.key else ""
+        path = (*step.path, self.name)
+        scope = step.scope
+        final = len(self.agents) - 1
         for i, agent in enumerate(self.agents):
-            last = await self._achild(step, agent, str(i), tail=i == n - 1)
+            last = await self._astep(step, agent, prefix + str(i), path, scope, i == final)
         return self._final(step, last)
 
 
