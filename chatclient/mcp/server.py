@@ -1,8 +1,8 @@
 """``serve()``: expose ``@tool`` functions, documents and prompt functions as an MCP server.
 
 Tools keep the schemas they give to models (the same ``ToolDefinition``), so a client sees
-exactly what a local model would; ``ToolContext`` parameters stay hidden and receive an empty
-context. A ``ChatClient`` in ``tools`` becomes an ``ask`` tool (see ``chat_client_tool``).
+exactly what a local model would; ``ToolContext`` parameters stay hidden and receive a context
+holding the MCP request (``mcp_server_context(ctx)``: log, progress, elicit, sample). A ``ChatClient`` in ``tools`` becomes an ``ask`` tool (see ``chat_client_tool``).
 """
 
 from __future__ import annotations
