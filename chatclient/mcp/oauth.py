@@ -369,13 +369,21 @@ class LoopbackRedirect:
 
     Use it as ``authorize``: ``OAuthAuthorizationCode(LoopbackRedirect(port=33418))`` (the
     ``redirect_uri`` must then be ``http://127.0.0.1:33418/callback``). It waits ``timeout``
-    seconds for the browser to come back.
+    seconds for the browser to come back. ``open_browser(url)`` defaults to ``webbrowser.open``.
     """
 
-    def __init__(self, port: int = 33418, *, path: str = "/callback", timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        port: int = 33418,
+        *,
+        path: str = "/callback",
+        timeout: float = 300.0,
+        open_browser: Callable[[str], object] | None = None,
+    ) -> None:
         self.port = port
         self.path = path
         self.timeout = timeout
+        self.open_browser = open_browser
 
     def __call__(self, authorization_url: str) -> str:
         import http.server
@@ -407,7 +415,7 @@ class LoopbackRedirect:
             thread = threading.Thread(target=server.serve_forever, daemon=True)
             thread.start()
             try:
-                webbrowser.open(authorization_url)
+                (self.open_browser or webbrowser.open)(authorization_url)
                 if not done.wait(self.timeout):
                     raise McpAuthError(f"nobody came back to the loopback redirect within {self.timeout:g} s")
             finally:

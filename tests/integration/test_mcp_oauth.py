@@ -9,6 +9,7 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from chatclient.errors import McpAuthError, McpConnectionError
 from chatclient.mcp import McpClient
 from chatclient.mcp.oauth import (
     InMemoryTokenStorage,
+    LoopbackRedirect,
     OAuthAuthorizationCode,
     OAuthClientCredentials,
     ProtectedResource,
@@ -228,6 +230,29 @@ def test_an_async_authorize_function(servers: Servers) -> None:
 
     with McpClient.http(servers.mcp, auth=OAuthAuthorizationCode(authorize, redirect_uri=REDIRECT)) as client:
         client.ping()
+
+
+def test_loopback_redirect_receives_the_browser() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    redirect = f"http://127.0.0.1:{port}/callback"
+    with oauth_servers() as servers:
+        # the "browser" follows the authorization server's redirect to the loopback listener, as a real one would
+        def browser(url: str) -> None:
+            threading.Thread(target=lambda: urllib.request.urlopen(url, timeout=10).read(), daemon=True).start()
+
+        auth = OAuthAuthorizationCode(LoopbackRedirect(port, timeout=10, open_browser=browser), redirect_uri=redirect)
+        with McpClient.http(servers.mcp, auth=auth) as client:
+            assert client.call_tool("whoami").content[0].text == "a signed-in client"  # type: ignore[union-attr]
+
+
+def test_loopback_redirect_gives_up_when_nobody_comes_back() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    with pytest.raises(McpAuthError, match="nobody came back"):
+        LoopbackRedirect(port, timeout=0.3, open_browser=lambda url: None)("http://127.0.0.1:1/authorize")
 
 
 def test_expired_tokens_are_refreshed(servers: Servers) -> None:
