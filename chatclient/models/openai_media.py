@@ -180,10 +180,14 @@ class OpenAIMediaModel(PooledHTTPResource):
         budget: SpendingBudget | None = None,
         budget_key: str = "default",
         prices: MediaPriceTable | None = None,
+        **unexpected: Any,
     ) -> None:
         """Build the transport: OpenAI (``target=(base_url, api_key)``) or an Azure deployment
         (``target=(endpoint, deployment, api_key)``); the keywords are ``MediaModelOptions``."""
         from chatclient.models.http import HTTPTransport, RetryPolicy
+
+        if unexpected:
+            _refuse_keywords(type(self).__name__, unexpected)
 
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must name the model (e.g. 'gpt-image-1')")
@@ -484,3 +488,20 @@ def upload(
         raise too_big(len(data))
     extension = _EXTENSIONS.get(mime.lower().split(";")[0].strip(), "bin")
     return FilePart(field, f"{name}.{extension}", mime, data)
+
+
+def _refuse_keywords(owner: str, unexpected: Mapping[str, Any]) -> None:
+    """A ``TypeError`` naming the constructor the user called (not this module's helper) and the closest option."""
+    import inspect
+
+    from chatclient._suggest import closest
+
+    known = [
+        n
+        for n in inspect.signature(OpenAIMediaModel._connect).parameters
+        if n not in ("self", "model", "target", "unexpected")
+    ]
+    name = next(iter(unexpected))
+    near = closest(name, known)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}{hint} (its options: {', '.join(known)})")

