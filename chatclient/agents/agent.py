@@ -74,7 +74,9 @@ class _Template:
         if parts is None:
             return str(_renderer().render(self.text, dict(scope.state)))
         state = scope._state
-        text = "".join([str(state.get(piece)) if is_var else piece for is_var, piece in parts])
+        text = ""
+        for is_var, piece in parts:  # a loop, not a comprehension: one call less per step
+            text += str(state.get(piece)) if is_var else piece
         if len(text) > 1_000_000 and len(text) > (limit := _renderer().max_output_chars):
             from chatclient.errors import TemplateError
 
@@ -141,6 +143,7 @@ class LlmAgent(Agent):
                 for var in sorted(renderer.variables(text)):  # TemplateError for a malformed template
                     names.setdefault(var, None)
         self._inputs = tuple(names)
+        self._reads = self._inputs
         self._n_required = len(self._inputs)  # every template variable is required
         self._system = _Template(self.system) if self.system is not None else None
         self._user = _Template(self.user)
@@ -156,10 +159,6 @@ class LlmAgent(Agent):
     def _missing(self, scope: AgenticScope) -> list[str]:
         state = scope._state
         return [k for k in self._inputs if k not in state]
-
-    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
-        state = scope._state
-        return {k: state[k] for k in self._inputs if k in state}
 
     def _spec(self, step: Step) -> ChatClientRequestSpec:
         spec = self.client.prompt()
@@ -395,6 +394,7 @@ class FunctionAgent(Agent):
         self._hints = hints
         self._names = tuple(p[0] for p in self._params)
         # All parameters required: a step that read every one of them has none missing.
+        self._reads = self._names
         self._n_required = len(self._names) if all(p[1] for p in self._params) else -1
 
     def __getstate__(self) -> dict[str, Any]:
@@ -432,10 +432,6 @@ class FunctionAgent(Agent):
 
     def _missing(self, scope: AgenticScope) -> list[str]:
         return [name for name, required, _, _ in self._params if required and not scope.has(name)]
-
-    def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
-        state = scope._state
-        return {k: state[k] for k in self._names if k in state}
 
     def _arguments(self, scope: AgenticScope) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}

@@ -33,11 +33,11 @@ from chatclient.errors import (
     DeadlineExceededError,
     RunClaimedError,
 )
-from chatclient.events import Deadline, StreamEvent
+from chatclient.events import Deadline, StreamEvent, check_max_duration
+from chatclient.models.base import Usage
 
 if TYPE_CHECKING:
     from chatclient.agents.monitor import AgentMonitor
-    from chatclient.models.base import Usage
 
 MAX_DEPTH = 64
 """Deepest nesting of workflows accepted when a workflow is built."""
@@ -171,6 +171,7 @@ class Run:
         "emit",
         "is_async",
         "monitor",
+        "replaying",
         "scope",
         "store",
         "streaming",
@@ -188,6 +189,9 @@ class Run:
         advisor_params: Mapping[str, Any] | None = None,
     ) -> None:
         self.scope = scope
+        # A recovered or resumed run replays its journal; a fresh one (empty journal) never looks in it,
+        # not even after its own first steps are journalled (every step of a run has its own key).
+        self.replaying = bool(scope._journal)
         # Request-context entries for every model call of the run (the caller's principal, say):
         # never stored with the scope, so a resumed run gets them from its own caller.
         self.advisor_params: Mapping[str, Any] = dict(advisor_params) if advisor_params else {}
@@ -328,7 +332,7 @@ def _skip(agent: Agent, step: Step, inputs: dict[str, Any]) -> bool:
 
     ``inputs`` are the values the step read: when the agent reads exactly its required inputs
     (``_n_required``) and all are there, nothing is looked up again."""
-    if step.run.scope._journal:  # a fresh run's journal is empty: nothing to replay
+    if step.run.replaying:
         done, output = _replayed(agent, step)
         if done:
             step.node.output = output
@@ -336,22 +340,6 @@ def _skip(agent: Agent, step: Step, inputs: dict[str, Any]) -> bool:
     if len(inputs) == agent._n_required:
         return False
     return bool(agent._missing(step.scope)) and _skipped_or_missing(agent, step)
-
-
-def _recorded(agent: Agent, step: Step, output: Any, writes: dict[str, Any]) -> None:
-    """A leaf's output written to the scope and the step journalled (with a store: saved, the
-    crash-recovery point, before the next step starts)."""
-    run, scope, output_key = step.run, step.scope, agent.output_key
-    if output_key is not None:
-        if type(scope) is AgenticScope:
-            scope._state[output_key] = output  # the key was checked when the agent was built
-        else:
-            scope.write(output_key, output)
-        writes[output_key] = output
-    if run.store is None:
-        run.scope._journal[step.key] = {"output": output, "writes": writes}  # one store into a dict: atomic
-    else:
-        run.journal_put(step.key, output, writes)
 
 
 def execute(
@@ -369,7 +357,15 @@ def execute(
     record, the step and the agent's own call: everything else is behind one test each."""
     if run.cancelled or run.deadline is not None:
         run.check(agent.name)
-    inputs = agent._inputs_of(scope)
+    reads = agent._reads
+    if reads is None:
+        inputs = agent._inputs_of(scope)
+    else:  # _inputs_of, inline: the values of the names it reads that the scope holds
+        state = scope._state
+        inputs = {}
+        for name in reads:
+            if name in state:
+                inputs[name] = state[name]
     node = InvocationNode(agent.name, inputs, _now())
     if parent is not None and run.emit is None and observation._observer is None:
         parent.children.append(node)
@@ -384,7 +380,7 @@ def execute(
             output = agent._invoke(step)
             if agent.output_key is not None:
                 scope.write(agent.output_key, output)
-        elif (run.scope._journal or len(inputs) != agent._n_required) and _skip(agent, step, inputs):
+        elif (run.replaying or len(inputs) != agent._n_required) and _skip(agent, step, inputs):
             output = node.output
         else:
             writes: dict[str, Any] = {}
@@ -393,7 +389,17 @@ def execute(
                 output = agent._invoke(step)
             finally:
                 scope._recording = None
-            _recorded(agent, step, output, writes)
+            output_key = agent.output_key
+            if output_key is not None:
+                if type(scope) is AgenticScope:
+                    scope._state[output_key] = output  # the key was checked when the agent was built
+                else:
+                    scope.write(output_key, output)
+                writes[output_key] = output
+            if run.store is None:
+                run.scope._journal[key] = {"output": output, "writes": writes}  # one store into a dict: atomic
+            else:  # the crash-recovery point: saved before the next step starts
+                run.journal_put(key, output, writes)
     except BaseException as exc:
         _end(agent, run, node, None, exc, obs)
         raise
@@ -417,7 +423,15 @@ async def aexecute(
     """Async ``execute``."""
     if run.cancelled or run.deadline is not None:
         run.check(agent.name)
-    inputs = agent._inputs_of(scope)
+    reads = agent._reads
+    if reads is None:
+        inputs = agent._inputs_of(scope)
+    else:  # _inputs_of, inline: the values of the names it reads that the scope holds
+        state = scope._state
+        inputs = {}
+        for name in reads:
+            if name in state:
+                inputs[name] = state[name]
     node = InvocationNode(agent.name, inputs, _now())
     if parent is not None and run.emit is None and observation._observer is None:
         parent.children.append(node)
@@ -432,7 +446,7 @@ async def aexecute(
             output = await agent._ainvoke(step)
             if agent.output_key is not None:
                 scope.write(agent.output_key, output)
-        elif (run.scope._journal or len(inputs) != agent._n_required) and _skip(agent, step, inputs):
+        elif (run.replaying or len(inputs) != agent._n_required) and _skip(agent, step, inputs):
             output = node.output
         else:
             writes: dict[str, Any] = {}
@@ -441,7 +455,17 @@ async def aexecute(
                 output = await agent._ainvoke(step)
             finally:
                 scope._recording = None
-            _recorded(agent, step, output, writes)
+            output_key = agent.output_key
+            if output_key is not None:
+                if type(scope) is AgenticScope:
+                    scope._state[output_key] = output  # the key was checked when the agent was built
+                else:
+                    scope.write(output_key, output)
+                writes[output_key] = output
+            if run.store is None:
+                run.scope._journal[key] = {"output": output, "writes": writes}  # one store into a dict: atomic
+            else:  # the crash-recovery point: saved before the next step starts
+                run.journal_put(key, output, writes)
     except BaseException as exc:
         _end(agent, run, node, None, exc, obs)
         raise
@@ -500,6 +524,9 @@ class Agent:
     compensate: Callable[..., Any] | None = None
     """The undo function run by ``compensating(...)`` when a later agent fails (``compensate=``)."""
     _leaf: bool = True
+    _reads: tuple[str, ...] | None = None
+    """The scope keys a leaf reads when they are all it records as its inputs (``execute`` then reads
+    them itself, without calling ``_inputs_of``); ``None``: ask ``_inputs_of``."""
     _n_required: int = -1
     """How many inputs a leaf needs when ``_inputs_of`` reads exactly its required inputs (those
     present) and ``_missing`` is those absent: a step that read this many has none missing and
@@ -526,7 +553,8 @@ class Agent:
 
     def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
         state = scope._state
-        return {k: state[k] for k in self.input_names() if k in state}
+        names = self._reads if self._reads is not None else self.input_names()
+        return {k: state[k] for k in names if k in state}
 
     @property
     def children(self) -> tuple[Agent, ...]:
@@ -554,7 +582,7 @@ class Agent:
             raise TypeError(f"{self.name}.{method}() takes its inputs by name: {self.call_hint(method)}")
         if not fresh or self.optional:
             return
-        known = set(self.input_names())
+        known = self.input_names()
         unknown = [k for k in inputs if k not in known]
         if not unknown:  # the usual call: the required inputs are not looked up at all
             return
@@ -581,8 +609,6 @@ class Agent:
         scope: AgenticScope | None = None,
         advisor_params: Mapping[str, Any] | None = None,
     ) -> Run:
-        from chatclient.events import check_max_duration
-
         if max_duration is not None:
             max_duration = check_max_duration(max_duration)
         fresh: AgenticScope | None = None
@@ -610,8 +636,6 @@ class Agent:
         )
 
     def _result(self, run: Run, output: Any, suspended: SuspendRun | None) -> AgentResult:
-        from chatclient.models.base import Usage
-
         scope = run.scope
         with scope._lock:
             node = scope._runs[-1] if scope._runs else None
@@ -628,10 +652,11 @@ class Agent:
                 }
             else:
                 scope._pending = None
-        try:
-            run.save()
-        finally:
-            release_run(run.store, scope.id)
+        if run.store is not None:
+            try:
+                run.save()
+            finally:
+                release_run(run.store, scope.id)
         tree = node.freeze() if isinstance(node, InvocationNode) else node
         usage = (tree.usage if tree is not None else None) or Usage()
         return AgentResult(
@@ -1055,12 +1080,16 @@ class Workflow(Agent):
     def children(self) -> tuple[Agent, ...]:
         return self.agents
 
-    def input_types(self) -> dict[str, tuple[Any, bool]]:
-        # Asked at every run (the call check): computed once per tuple of agents, a copy handed out.
+    def _types(self) -> dict[str, tuple[Any, bool]]:
+        # Asked at every run (the call check): computed once per tuple of agents; never handed out.
         cached = self.__dict__.get("_input_types")
         if cached is None or cached[0] is not self.agents:
             cached = self.__dict__["_input_types"] = (self.agents, self._walk_input_types())
-        return dict(cached[1])
+        types: dict[str, tuple[Any, bool]] = cached[1]
+        return types
+
+    def input_types(self) -> dict[str, tuple[Any, bool]]:
+        return dict(self._types())
 
     def _walk_input_types(self) -> dict[str, tuple[Any, bool]]:
         # What the agents read before an earlier agent of this workflow wrote it.
@@ -1077,7 +1106,9 @@ class Workflow(Agent):
         return out
 
     def input_names(self) -> tuple[str, ...]:
-        return tuple(self.input_types())
+        # A workflow kind with its own input_types (conditional, parallel, ...) is asked through it.
+        walked = type(self).input_types is Workflow.input_types
+        return tuple(self._types() if walked else self.input_types())
 
     def _inputs_of(self, scope: AgenticScope) -> dict[str, Any]:
         return {}

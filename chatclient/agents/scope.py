@@ -418,8 +418,31 @@ class InvocationNode:
         self.usage: Usage | None = None
 
     def freeze(self) -> AgentInvocation:
-        kids = self.children  # a leaf has none: no loop for it
-        children = tuple([c if isinstance(c, AgentInvocation) else c.freeze() for c in list(kids)]) if kids else ()
+        kids = self.children
+        children: tuple[AgentInvocation, ...] = ()
+        if kids:
+            frozen: list[AgentInvocation] = []
+            for c in list(kids):  # a copy: a running parallel branch may still append
+                if isinstance(c, AgentInvocation):
+                    frozen.append(c)
+                elif c.children:
+                    frozen.append(c.freeze())
+                else:  # a leaf (most of a tree) frozen here, as below: one call less per agent
+                    leaf = object.__new__(AgentInvocation)
+                    leaf.__dict__.update(
+                        name=c.name,
+                        inputs=MappingProxyType(c.inputs),
+                        output=c.output,
+                        started=c.started,
+                        finished=c.finished,
+                        error=c.error,
+                        children=(),
+                        skipped=c.skipped,
+                        recovered=c.recovered,
+                        usage=c.usage,
+                    )
+                    frozen.append(leaf)
+            children = tuple(frozen)
         # Built without the frozen dataclass's __init__ (one object.__setattr__ per field): a run
         # freezes every node of its tree once, and this is the hot path of small agents.
         inv = object.__new__(AgentInvocation)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chatclient.agents.base import Agent, ErrorHandler, Step, Workflow
+from chatclient.agents.base import _PASS_THROUGH, Agent, ErrorHandler, Step, Workflow, execute
 from chatclient.agents.scope import AgenticScope
 
 
@@ -13,14 +13,21 @@ class SequenceWorkflow(Workflow):
     """Runs its agents in order; the result is the last agent's output unless ``output=`` is given."""
 
     def _invoke(self, step: Step) -> Any:
-        # The children's keys share one prefix and their path is this workflow's: made once here.
+        # The children's keys share one prefix and their path is this workflow's: made once here;
+        # each child is ``self._step`` inlined (the error policy runs only when one fails).
         last: Any = None
+        run, scope, node = step.run, step.scope, step.node
         prefix = f"{step.key}/" if step.key else ""
         path = (*step.path, self.name)
-        scope = step.scope
         final = len(self.agents) - 1
         for i, agent in enumerate(self.agents):
-            last = self._step(step, agent, prefix + str(i), path, scope, i == final)
+            key = prefix + str(i)
+            try:
+                last = execute(agent, run, scope, key, path, node, i == final and step.tail)
+            except _PASS_THROUGH:
+                raise
+            except Exception as exc:
+                last = self._recover(step, agent, key, path, scope, i == final, exc)
         return self._final(step, last)
 
     async def _ainvoke(self, step: Step) -> Any:
