@@ -243,7 +243,9 @@ def test_served_tools_return_their_media_as_mcp_content() -> None:
     assert isinstance(content[0], types.TextContent) and content[0].text == "a chart"
     assert isinstance(content[1], types.ImageContent) and base64.b64decode(content[1].data) == PNG
     assert isinstance(content[2], types.AudioContent) and content[2].mime_type == "audio/wav"
-    assert isinstance(content[3], types.TextContent) and "https://x.org/a.pdf" in content[3].text
+    # media by URL travel as a resource link the client can fetch (not as text naming the URL)
+    assert isinstance(content[3], types.ResourceLink)
+    assert str(content[3].uri) == "https://x.org/a.pdf" and content[3].mime_type == "application/pdf"
     assert [c.text for c in _result_content("plain")] == ["plain"]
 
 
