@@ -1,6 +1,6 @@
 """The embedded model choosing where it must choose (issue 41.4), measured on SmolLM2-135M.
 
-    .venv/bin/python benchmarks/agent_choices.py [--model smollm2-135m]
+    .venv/bin/python benchmarks/agent_choices.py [--model smollm2-135m] [--parts choices,structured,yesno,entity]
 
 Three measurements on the same in-process model (greedy, seed 42, prefix cache off):
 
@@ -161,26 +161,32 @@ def _entity_enum(client: ChatClient) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--parts", default="choices,structured,yesno,entity", help="which measurements to run")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     model = LlamaCppChatModel(str(bundled_model_path(args.model)), n_ctx=2048, seed=42, prefix_cache=False)
     client = ChatClient.create(model)
     print(f"model {args.model}, load average {os.getloadavg()[0]:.1f}")
 
-    for label, run in (
-        ("supervisor, by probability", _supervisor_by_probability),
-        ("routed conditional, by probability", _routed),
-        ("supervisor, structured PlannerStep", _supervisor_structured),
+    for part, label, run in (
+        ("choices", "supervisor, by probability", _supervisor_by_probability),
+        ("choices", "routed conditional, by probability", _routed),
+        ("structured", "supervisor, structured PlannerStep", _supervisor_structured),
     ):
+        if part not in parts:
+            continue
         started = time.perf_counter()
         right, picks = run(client)
         print(f"{label}: {right}/10 named agent chosen ({time.perf_counter() - started:.1f} s)  {picks}")
 
-    for calibrate in (False, True):
+    for calibrate in (False, True) if "yesno" in parts else ():
         started = time.perf_counter()
         right, probabilities = _yes_no(model, calibrate)
         label = "yes/no, calibrated" if calibrate else "yes/no"
         print(f"{label}: {right}/10 right ({time.perf_counter() - started:.1f} s)  P(yes)={probabilities}")
 
+    if "entity" not in parts:
+        return
     started = time.perf_counter()
     members, right = _entity_enum(client)
     print(

@@ -15,6 +15,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from chatclient.errors import InvalidDecisionResponseError, OutputConversionError
 
+CHOICE_TEMPLATE = """\
+Agents:
+{{ options }}
+
+Request:
+{{ input }}
+
+Question: {{ question }}
+{{ instruction }}"""
+"""The user message of a choice among agents: the candidates first, then the request, so that the
+request is what a small model read last (SmolLM2-135M: 9/10 named agents chosen, 7/10 with the
+request first; ``benchmarks/agent_choices.py``)."""
+
 if TYPE_CHECKING:
     from chatclient.client import ChatClient
     from chatclient.decisions.model import DecisionModel
@@ -77,7 +90,9 @@ class Chooser:
             # with tokens outside the top 20).
             model = self.client.model
             top = 100 if type(model).__name__ == "LlamaCppChatModel" else 20
-            self._decisions = DecisionModel(model, calibrate=self.calibrate, top_logprobs=top)
+            self._decisions = DecisionModel(
+                model, calibrate=self.calibrate, top_logprobs=top, question_template=CHOICE_TEMPLATE
+            )
         return self._decisions
 
     def _question(self, question: str, candidates: Sequence[Candidate]) -> Any:
@@ -137,4 +152,4 @@ def _usage(response: Any) -> Usage | None:
     return getattr(getattr(response, "metadata", None), "usage", None)
 
 
-__all__ = ["Candidate", "Chooser", "Chosen", "decides_by_probability"]
+__all__ = ["CHOICE_TEMPLATE", "Candidate", "Chooser", "Chosen", "decides_by_probability"]

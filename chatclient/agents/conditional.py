@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 Branch = tuple[Callable[[AgenticScope], bool], Agent]
 
 
-ROUTE_QUESTION = "Which of these should handle the request?"
+ROUTE_QUESTION = "Which agent should work on the request?"
 """The question a routed ``conditional`` asks its router (the options are the branches' names)."""
 
 

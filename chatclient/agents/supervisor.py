@@ -127,10 +127,10 @@ class ModelPlanner:
         return out
 
     def _choice_text(self, request: Any, history: Sequence[PlannerTurn]) -> str:
-        lines = [f"Request: {request}"]
+        lines = [str(request)]
         done = [turn for turn in history if turn.error is None]
         if done:
-            lines.append("Results so far:")
+            lines.append("\nResults so far:")
             lines += [f"- {turn.agent_name}: {_cut(turn.output)}" for turn in done]
         return "\n".join(lines)
 

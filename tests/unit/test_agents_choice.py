@@ -62,9 +62,9 @@ class Picker:
         if not _is_decision(prompt):
             return _text(self.structured.pop(0))
         names = re.findall(r"^- (\w+)", text, flags=re.M)
-        if "Input:\nN/A" in text:  # the calibration baseline: no preference
+        request = text.split("Request:\n", 1)[1].split("Question:")[0].lower()
+        if request.strip() == "n/a":  # the calibration baseline: no preference
             return lp_response({f" {name[:3]}": 1.0 / len(names) for name in names})
-        request = text.split("Question:")[0].lower()
         wanted = next((name for name in names if name in request), names[0])
         return lp_response({f" {n[:3]}": (0.9 if n == wanted else 0.1 / len(names)) for n in names})
 
@@ -84,7 +84,7 @@ def test_supervisor_chooses_the_next_agent_by_probability(mode: str) -> None:
     # Every planner call was a one-token choice with log-probabilities: no free text, no JSON.
     assert picker.calls and all(_is_decision(p) for p in picker.calls)
     # "done" is a candidate only once an agent ran.
-    first = next(p.user_message.text for p in picker.calls if "Input:\nN/A" not in p.user_message.text)
+    first = next(p.user_message.text for p in picker.calls if "Request:\nN/A" not in p.user_message.text)
     assert "done" not in first
 
 
