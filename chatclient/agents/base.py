@@ -95,6 +95,18 @@ class AgentResult:
     usage: Usage
     suspended: Suspended | None = None
 
+    if not TYPE_CHECKING:  # hidden from the type checker: every other attribute stays checked
+
+        def __getattr__(self, name: str) -> Any:
+            # A run's result freezes its invocation tree when ``invocations`` is first read, not
+            # at every run (most callers read only the output); the tree is kept then.
+            if name != "invocations" or "_tree" not in self.__dict__:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            tree = self.__dict__["_tree"]
+            frozen = (tree.freeze() if isinstance(tree, InvocationNode) else tree,) if tree is not None else ()
+            self.__dict__["invocations"] = frozen
+            return frozen
+
 
 # -- error recovery ---------------------------------------------------------------------------
 
@@ -657,15 +669,17 @@ class Agent:
                 run.save()
             finally:
                 release_run(run.store, scope.id)
-        tree = node.freeze() if isinstance(node, InvocationNode) else node
-        usage = (tree.usage if tree is not None else None) or Usage()
-        return AgentResult(
-            None if suspended is not None else output,
-            scope,
-            (tree,) if tree is not None else (),
-            usage,
-            Suspended(suspended.question, scope) if suspended is not None else None,
+        # Built without the frozen dataclass's __init__: ``invocations`` is frozen from ``_tree``
+        # when first read (see ``AgentResult.__getattr__``).
+        result = object.__new__(AgentResult)
+        result.__dict__.update(
+            output=None if suspended is not None else output,
+            scope=scope,
+            usage=(node.usage if node is not None else None) or Usage(),
+            suspended=Suspended(suspended.question, scope) if suspended is not None else None,
+            _tree=node,
         )
+        return result
 
     def _run_sync(self, run: Run) -> AgentResult:
         try:
