@@ -79,10 +79,16 @@ def test_supervisor_plans_over_two_function_agents(local_model: Any) -> None:
 
     CALLS.clear()
     planner = _client(local_model, 120, **{ContextKeys.NATIVE_STRUCTURED_OUTPUT: True})
-    team = supervisor(euros_to_dollars, weather_forecast, planner=planner, max_steps=3)
+    # The structured path (the choice by probability, the default on this model, is tested in
+    # tests/e2e/test_agent_choices_e2e.py).
+    team = supervisor(euros_to_dollars, weather_forecast, planner=planner, max_steps=3, by_probability=False)
     result = team.run(request="Convert 20 euros to US dollars.")
     journal = result.scope._journal
-    steps = {k: PlannerStep.model_validate(v["output"]) for k, v in journal.items() if k.startswith("plan")}
+    steps = {
+        k: PlannerStep(agent_name="done") if set(v["output"]) == {"done"} else PlannerStep.model_validate(v["output"])
+        for k, v in journal.items()
+        if k.startswith("plan")
+    }
     assert 1 <= len(steps) <= 3
     tree = result.invocations[0]
     assert tree.usage is not None and tree.usage.total_tokens > 0  # the planner's calls are counted
