@@ -259,6 +259,10 @@ class LlmAgent(Agent):
                 await events.aclose()  # type: ignore[attr-defined]
             return None
         cr = await spec.acall().chat_response()
+        if type(cr) is ChatResponse:  # the usual answer: read directly, as in _invoke
+            if cr.metadata.usage is not None:
+                step.node.usage = cr.metadata.usage
+            return cr.generations[0].output.text if cr.generations else None
         self._usage(step, cr)
         return _text(cr)
 

@@ -1207,18 +1207,31 @@ class Workflow(Agent):
         except _PASS_THROUGH:
             raise
         except Exception as exc:
-            attempt = 1
-            while True:
-                recovery = self._decide(agent, step, scope, key, exc, attempt)
-                if recovery.action == "result":
-                    return recovery.value
-                attempt += 1
-                try:
-                    return await aexecute(agent, step.run, scope, key, path, step.node, tail and step.tail)
-                except _PASS_THROUGH:
-                    raise
-                except Exception as again:
-                    exc = again
+            return await self._arecover(step, agent, key, path, scope, tail, exc)
+
+    async def _arecover(
+        self,
+        step: Step,
+        agent: Agent,
+        key: str,
+        path: tuple[str, ...],
+        scope: AgenticScope,
+        tail: bool,
+        exc: Exception,
+    ) -> Any:
+        """Async ``_recover``."""
+        attempt = 1
+        while True:
+            recovery = self._decide(agent, step, scope, key, exc, attempt)
+            if recovery.action == "result":
+                return recovery.value
+            attempt += 1
+            try:
+                return await aexecute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+            except _PASS_THROUGH:
+                raise
+            except Exception as again:
+                exc = again
 
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chatclient.agents.base import _PASS_THROUGH, Agent, ErrorHandler, Step, Workflow, execute
+from chatclient.agents.base import _PASS_THROUGH, Agent, ErrorHandler, Step, Workflow, aexecute, execute
 from chatclient.agents.scope import AgenticScope
 
 
@@ -32,12 +32,18 @@ class SequenceWorkflow(Workflow):
 
     async def _ainvoke(self, step: Step) -> Any:
         last: Any = None
+        run, scope, node = step.run, step.scope, step.node
         prefix = f"{step.key}/" if step.key else ""
         path = (*step.path, self.name)
-        scope = step.scope
         final = len(self.agents) - 1
         for i, agent in enumerate(self.agents):
-            last = await self._astep(step, agent, prefix + str(i), path, scope, i == final)
+            key = prefix + str(i)
+            try:
+                last = await aexecute(agent, run, scope, key, path, node, i == final and step.tail)
+            except _PASS_THROUGH:
+                raise
+            except Exception as exc:
+                last = await self._arecover(step, agent, key, path, scope, i == final, exc)
         return self._final(step, last)
 
 
