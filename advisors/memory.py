@@ -156,6 +156,11 @@ class _ChatMemoryAdvisor(BaseAdvisor):
         prepared, incoming = await asyncio.to_thread(self._prepare, request, cid)
         try:
             response = await chain.next_acall(prepared)
+        except asyncio.CancelledError:
+            # Cancelled (a caller gone, a deadline): keep the question like an abandoned stream does; the
+            # write is shielded so a second cancellation cannot cut it off half-way.
+            await asyncio.shield(asyncio.to_thread(self._remember_question, incoming, cid))
+            raise
         except Exception:
             await asyncio.to_thread(self._remember_question, incoming, cid)
             raise

@@ -232,3 +232,30 @@ def test_custom_template_and_no_system_message(mode: str) -> None:
         "HISTORY:\n<user>earlier</user>\n<assistant>reply</assistant>\nEND"
     )
     assert "{{ memory }}" in DEFAULT_MEMORY_TEMPLATE and "{{ instructions }}" in DEFAULT_MEMORY_TEMPLATE
+
+
+async def test_a_cancelled_async_call_keeps_the_question_only() -> None:
+    """A caller that goes away (a served client disconnecting, a deadline) cancels the call: the question
+    stays in memory, as it does for an abandoned stream, and no answer is stored."""
+    import asyncio
+
+    from chatclient.models.base import BaseChatModel
+
+    started = asyncio.Event()
+
+    class Hanging(BaseChatModel):
+        def call(self, prompt):  # type: ignore[no-untyped-def]
+            raise AssertionError("only the async path is used")
+
+        async def acall(self, prompt):  # type: ignore[no-untyped-def]
+            started.set()
+            await asyncio.Event().wait()
+
+    memory = MessageWindowChatMemory()
+    spec = ChatClient.create(Hanging()).prompt("q").advisors(MessageChatMemoryAdvisor(memory))
+    task = asyncio.create_task(spec.acall().content())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert memory.get("default") == [UserMessage("q")]
