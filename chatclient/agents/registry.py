@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from chatclient._pickling import PicklesWithoutLocks
 from chatclient._suggest import closest
 from chatclient.errors import UnknownAgentError
 
@@ -32,7 +33,7 @@ def _check_agent(agent: Any) -> Agent:
     return agent
 
 
-class AgentRegistry:
+class AgentRegistry(PicklesWithoutLocks):
     """Agents by name; ``get(name)`` raises ``UnknownAgentError`` naming the registered ones (and the
     closest name when it looks like a typo). Safe to use from several threads."""
 

@@ -553,3 +553,20 @@ def test_scope_store_recovers_a_planner_workflow() -> None:
     store = InMemoryScopeStore()
     wf = planner_workflow(write, edit, planner=SequentialPlanner())
     assert wf.run(scope_store=store, scope_id="r1", topic="yaks").output == "a story about yaks, told plain"
+
+
+def test_planner_workflows_registries_and_compensating_workflows_pickle() -> None:
+    import pickle
+
+    planner = ScriptedChatModel(
+        ['{"agent_name": "write", "arguments": {"topic": "owls"}}', '{"agent_name": "done", "arguments": {}}']
+    )
+    team = pickle.loads(pickle.dumps(supervisor(write, edit, planner=ChatClient.create(planner))))
+    assert team.planner.agents.names() == ("write", "edit")
+    assert team.run(request="owls").output == "a story about owls"
+    goal = pickle.loads(pickle.dumps(planner_workflow(edit, write, planner=GoalOrientedPlanner("story"))))
+    assert goal.run(topic="elk").output == "a story about elk"
+    registry = pickle.loads(pickle.dumps(AgentRegistry([write])))
+    registry.register(edit)  # its lock was made anew
+    assert registry.names() == ("write", "edit")
+    assert pickle.loads(pickle.dumps(compensating(sequence(write)))).run(topic="x").output == "a story about x"
