@@ -50,28 +50,16 @@ from chatclient.agents.base import Agent, AgentFinished, AgentStarted, Step  # n
 from chatclient.errors import A2AError, AgentExecutionError  # noqa: E402
 from chatclient.events import TextDelta  # noqa: E402
 from chatclient.testing import ScriptedChatModel  # noqa: E402
+from tests.support.serving import serving  # noqa: E402
 
 # -- helpers ----------------------------------------------------------------------------------------
 
 
 @contextmanager
 def running(make_app: Callable[[str], Any]) -> Iterator[str]:
-    """Serve ``make_app(url)`` with uvicorn on a free 127.0.0.1 port; yields that base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    server = uvicorn.Server(uvicorn.Config(make_app(url), log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the test server did not start"
-        threading.Event().wait(0.01)
-    try:
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    """Serve ``make_app(url)`` with uvicorn on a free 127.0.0.1 port; yields that base URL (ending in /)."""
+    with serving(lambda url: make_app(url + "/")) as url:
+        yield url + "/"
 
 
 def run(target: Any, mode: str, **inputs: Any) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +22,14 @@ pytest.importorskip("ag_ui.core", reason="needs the serve extra (ag-ui-protocol)
 
 from chatclient import BaseAdvisor, ChatClient
 from chatclient.agents import agent_function, human_input, sequence
-from chatclient.errors import ModelHTTPError
 from chatclient.events import DocumentsRetrieved
 from chatclient.messages import AssistantMessage, Reasoning, ToolCall, ToolResponseMessage
-from chatclient.models.base import BaseChatModel, ChatResponse, Generation
-from chatclient.prompt import Prompt
 from chatclient.rag import Document
 from chatclient.request import ChatClientRequest
 from chatclient.serving import ag_ui_app, ai_sdk_app
 from chatclient.testing import ScriptedChatModel
 from chatclient.tools import tool
-from tests.support.serving import running
+from tests.support.serving import FailsAfterFirstChunk, running
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 NODE = shutil.which("node")
@@ -75,17 +71,6 @@ class Finder(BaseAdvisor):
         document = Document("Oslo is sunny today.", {"title": "Forecast", "filename": "forecast.md"}, id="forecast")
         request.emit(DocumentsRetrieved((document,), source="finder"))
         return request
-
-
-class FailsAfterFirstChunk(BaseChatModel):
-    secret = "sk-live-1234567890abcdef"
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        raise ModelHTTPError(f"bad key {self.secret}", status=500, body=self.secret)
-
-    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        yield ChatResponse((Generation(AssistantMessage("partial")),))
-        raise ModelHTTPError(f"bad key {self.secret}", status=500, body=self.secret)
 
 
 def ui_user(text: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,16 +21,22 @@ from advisors.budget import Budget, BudgetAdvisor
 from advisors.memory import MessageChatMemoryAdvisor
 from chatclient import ChatClient
 from chatclient.advisor import BaseAdvisor
-from chatclient.errors import ModelHTTPError
 from chatclient.memory import InMemoryChatMemoryRepository, MessageWindowChatMemory
 from chatclient.messages import AssistantMessage, SystemMessage, ToolCall, ToolResponseMessage, UserMessage
-from chatclient.models.base import BaseChatModel, ChatResponse, Generation
 from chatclient.prompt import Prompt
 from chatclient.request import ChatClientRequest, ContextKeys
 from chatclient.serving import openai_app
 from chatclient.testing import ScriptedChatModel
 from chatclient.tools import tool
-from tests.support.serving import running
+from tests.support.serving import (
+    FailsAfterFirstChunk,
+    SlowAfterFirstChunk,
+    SlowWholeAnswer,
+    read_until_then_hang_up,
+    running,
+    wait_until,
+    with_memory,
+)
 
 USER: Any = [{"role": "user", "content": "hi"}]
 
@@ -329,92 +335,33 @@ def test_json_schema_violation_is_a_502(served: tuple[ScriptedChatModel, str]) -
 # -- faults ----------------------------------------------------------------------------------------
 
 
-class SlowAfterFirstChunk(BaseChatModel):
-    """Streams one chunk, then waits (a model still thinking) and records when it was cancelled."""
-
-    def __init__(self) -> None:
-        self.cancelled_at: float | None = None
-        self.started = asyncio.Event()
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        raise NotImplementedError
-
-    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        yield ChatResponse((Generation(AssistantMessage("thinking...")),))
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            self.cancelled_at = time.monotonic()
-            raise
-        yield ChatResponse((Generation(AssistantMessage("never")),))
-
-
 def test_client_disconnect_cancels_the_model_call_and_memory_keeps_the_question() -> None:
     model = SlowAfterFirstChunk()
-    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
-    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+    client, memory = with_memory(model)
     with running(openai_app(client)) as url:
         body = {"model": "chatclient", "messages": [{"role": "user", "content": "a long question"}], "stream": True}
         headers = {"X-Conversation-Id": "c9"}
-        with (
-            httpx.Client(timeout=10) as http,
-            http.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r,
-        ):
-            lines = r.iter_lines()
-            seen = ""
-            while "thinking" not in seen:
-                seen += next(lines)
-            closed_at = time.monotonic()
-        deadline = time.monotonic() + 5
-        while model.cancelled_at is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        closed_at = read_until_then_hang_up(url + "/v1/chat/completions", body, "thinking", headers)
+        wait_until(lambda: model.cancelled_at is not None)
     assert model.cancelled_at is not None, "the model call was not cancelled"
     assert model.cancelled_at - closed_at < 1.0
     stored = memory.get("c9")
     assert [(type(m), m.text) for m in stored] == [(UserMessage, "a long question")]
 
 
-class SlowWholeAnswer(SlowAfterFirstChunk):
-    """Answers whole, after a long wait; records when it was cancelled."""
-
-    async def acall(self, prompt: Prompt) -> ChatResponse:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            self.cancelled_at = time.monotonic()
-            raise
-        return ChatResponse((Generation(AssistantMessage("never")),))
-
-
 def test_client_disconnect_cancels_a_whole_answer_too() -> None:
     model = SlowWholeAnswer()
-    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
-    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+    client, memory = with_memory(model)
     with running(openai_app(client)) as url:
         body = {"model": "chatclient", "messages": [{"role": "user", "content": "a long question"}]}
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Conversation-Id": "w1"}, timeout=0.5)
         closed_at = time.monotonic()
-        deadline = time.monotonic() + 5
-        while model.cancelled_at is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: model.cancelled_at is not None)
     assert model.cancelled_at is not None, "the model call was not cancelled"
     assert model.cancelled_at - closed_at < 1.0
-    deadline = time.monotonic() + 5  # the question is written as the cancellation unwinds
-    while not memory.get("w1") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: memory.get("w1"))  # the question is written as the cancellation unwinds
     assert memory.get("w1") == [UserMessage("a long question")]  # the question, never an answer
-
-
-class FailsAfterFirstChunk(BaseChatModel):
-    secret = "sk-live-1234567890abcdef"
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        raise ModelHTTPError(f"upstream said: bad key {self.secret}", status=500, body=self.secret)
-
-    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        yield ChatResponse((Generation(AssistantMessage("partial")),))
-        raise ModelHTTPError(f"upstream said: bad key {self.secret}", status=500, body=self.secret)
 
 
 def test_model_failing_after_the_first_chunk_reports_in_stream() -> None:

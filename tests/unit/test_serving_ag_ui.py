@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,7 +20,6 @@ from advisors.memory import MessageChatMemoryAdvisor
 from chatclient import ChatClient
 from chatclient.advisor import BaseAdvisor
 from chatclient.agents import agent_function, human_input, sequence
-from chatclient.errors import ModelHTTPError
 from chatclient.memory import InMemoryChatMemoryRepository, MessageWindowChatMemory
 from chatclient.messages import (
     AssistantMessage,
@@ -33,13 +29,18 @@ from chatclient.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from chatclient.models.base import BaseChatModel, ChatResponse, Generation
-from chatclient.prompt import Prompt
 from chatclient.request import ChatClientRequest, ContextKeys
 from chatclient.serving import ag_ui_app
 from chatclient.testing import ScriptedChatModel
 from chatclient.tools import tool
-from tests.support.serving import running
+from tests.support.serving import (
+    FailsAfterFirstChunk,
+    SlowAfterFirstChunk,
+    read_until_then_hang_up,
+    running,
+    wait_until,
+    with_memory,
+)
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
@@ -299,17 +300,6 @@ def test_named_targets_are_picked_by_path() -> None:
 # -- faults ----------------------------------------------------------------------------------------
 
 
-class FailsAfterFirstChunk(BaseChatModel):
-    secret = "sk-live-1234567890abcdef"
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        raise ModelHTTPError(f"upstream said: bad key {self.secret}", status=500, body=self.secret)
-
-    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        yield ChatResponse((Generation(AssistantMessage("partial")),))
-        raise ModelHTTPError(f"upstream said: bad key {self.secret}", status=500, body=self.secret)
-
-
 def test_a_model_failing_after_the_first_chunk_is_a_run_error_in_the_stream() -> None:
     with running(ag_ui_app(ChatClient.create(FailsAfterFirstChunk()))) as url:
         response = post(url, run_input(user("hi")))
@@ -321,40 +311,12 @@ def test_a_model_failing_after_the_first_chunk_is_a_run_error_in_the_stream() ->
     assert FailsAfterFirstChunk.secret not in response.text
 
 
-class SlowAfterFirstChunk(BaseChatModel):
-    def __init__(self) -> None:
-        self.cancelled_at: float | None = None
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        raise NotImplementedError
-
-    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        yield ChatResponse((Generation(AssistantMessage("thinking...")),))
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            self.cancelled_at = time.monotonic()
-            raise
-        yield ChatResponse((Generation(AssistantMessage("never")),))
-
-
 def test_a_disconnect_cancels_the_model_call_and_memory_keeps_the_question() -> None:
     model = SlowAfterFirstChunk()
-    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
-    client = ChatClient.builder(model).default_advisors(MessageChatMemoryAdvisor(memory)).build()
+    client, memory = with_memory(model)
     with running(ag_ui_app(client)) as url:
-        with (
-            httpx.Client(timeout=10) as http,
-            http.stream("POST", url + "/", json=run_input(user("long?"), thread="gone")) as r,
-        ):
-            seen = ""
-            lines = r.iter_lines()
-            while "thinking" not in seen:
-                seen += next(lines)
-            closed_at = time.monotonic()
-        deadline = time.monotonic() + 5
-        while model.cancelled_at is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        closed_at = read_until_then_hang_up(url + "/", run_input(user("long?"), thread="gone"), "thinking")
+        wait_until(lambda: model.cancelled_at is not None)
     assert model.cancelled_at is not None, "the model call was not cancelled"
     assert model.cancelled_at - closed_at < 1.0
     assert [(type(m), m.text) for m in memory.get("gone")] == [(UserMessage, "long?")]
