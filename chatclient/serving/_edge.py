@@ -141,6 +141,17 @@ class EdgeError(ChatClientError):
         return EdgeError(refusal.status, refusal.message, type=kind, code=code)
 
 
+def error_response(error: EdgeError, body: Any) -> Any:
+    """``body`` as the JSON answer to ``error`` before any stream began: its HTTP status, its headers
+    (``Retry-After`` for 429s) and ``WWW-Authenticate: Bearer`` on a 401."""
+    from starlette.responses import JSONResponse
+
+    headers = error.headers()
+    if error.status == 401:
+        headers["www-authenticate"] = "Bearer"
+    return JSONResponse(body, status_code=error.status, headers=headers)
+
+
 def error_for(exc: BaseException) -> EdgeError:
     """What to report for ``exc`` (see the module docs); the causes of wrapped errors count."""
     from chatclient.errors import (

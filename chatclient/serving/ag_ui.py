@@ -50,6 +50,7 @@ from chatclient.serving._edge import (
     ToolCallsReturned,
     check_target,
     error_for,
+    error_response,
     has_memory,
     resolve_target,
 )
@@ -147,13 +148,7 @@ def _error_event(error: EdgeError) -> Any:
 
 def _error_response(error: EdgeError) -> Any:
     """An error before the stream began: the HTTP status, with a ``RUN_ERROR`` event as the body."""
-    from starlette.responses import JSONResponse
-
-    headers = error.headers()
-    if error.status == 401:
-        headers["www-authenticate"] = "Bearer"
-    body = _error_event(error).model_dump(mode="json", by_alias=True)
-    return JSONResponse(body, status_code=error.status, headers=headers)
+    return error_response(error, _error_event(error).model_dump(mode="json", by_alias=True))
 
 
 # -- the input ---------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from chatclient.serving._edge import (
     ServingApp,
     check_target,
     error_for,
+    error_response,
     has_memory,
     resolve_target,
 )
@@ -123,12 +124,7 @@ def ai_sdk_app(
 
 def _error_response(error: EdgeError) -> Any:
     """An error before the stream began: the HTTP status, with an ``error`` chunk as the body."""
-    from starlette.responses import JSONResponse
-
-    headers = error.headers()
-    if error.status == 401:
-        headers["www-authenticate"] = "Bearer"
-    return JSONResponse({"type": "error", "errorText": error.message}, status_code=error.status, headers=headers)
+    return error_response(error, {"type": "error", "errorText": error.message})
 
 
 # -- the request -------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from chatclient.serving._edge import (
     ToolCallsReturned,
     check_target,
     error_for,
+    error_response,
     resolve_target,
     sse_frame,
 )
@@ -157,12 +158,7 @@ def _error_body(error: EdgeError) -> dict[str, Any]:
 
 
 def _error_response(error: EdgeError) -> Any:
-    from starlette.responses import JSONResponse
-
-    headers = error.headers()
-    if error.status == 401:
-        headers["www-authenticate"] = "Bearer"
-    return JSONResponse(_error_body(error), status_code=error.status, headers=headers)
+    return error_response(error, _error_body(error))
 
 
 # -- parsing -----------------------------------------------------------------------------------
