@@ -206,7 +206,7 @@ class LlmAgent(Agent):
         except AttributeError:  # not a ChatResponse (None, or a test double's answer)
             return
         if usage is not None:
-            step.node.usage = usage
+            step.usage = usage
 
     def _invoke(self, step: Step) -> Any:
         spec = self._spec(step)
@@ -219,7 +219,7 @@ class LlmAgent(Agent):
         cr = spec.call().chat_response()
         if type(cr) is ChatResponse:  # the usual answer: read directly (this runs once per step)
             if cr.metadata.usage is not None:
-                step.node.usage = cr.metadata.usage
+                step.usage = cr.metadata.usage
             return cr.generations[0].output.text if cr.generations else None
         self._usage(step, cr)
         return _text(cr)
@@ -261,7 +261,7 @@ class LlmAgent(Agent):
         cr = await spec.acall().chat_response()
         if type(cr) is ChatResponse:  # the usual answer: read directly, as in _invoke
             if cr.metadata.usage is not None:
-                step.node.usage = cr.metadata.usage
+                step.usage = cr.metadata.usage
             return cr.generations[0].output.text if cr.generations else None
         self._usage(step, cr)
         return _text(cr)

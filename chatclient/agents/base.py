@@ -243,17 +243,47 @@ class Run:
                 self.store.save(self.scope)
 
 
-@dataclass(slots=True)
-class Step:
-    """Where an agent runs: the run, the scope (a branch's view inside ``parallel``), the step key,
-    the names of the workflows above it, its invocation record and whether its text is the stream's."""
+class Step(InvocationNode):
+    """Where an agent runs, and its record: the run, the scope (a branch's view inside ``parallel``),
+    the step key, the names of the workflows above it and whether its text is the stream's; the
+    step is also the agent's invocation record in the run's tree (``node`` is the step itself), so
+    a step makes one object, not two. When the agent ends, the step lets go of its run and scope
+    (the tree outlives the run: it must not hold the scope that holds it)."""
 
-    run: Run
-    scope: AgenticScope
-    key: str
-    path: tuple[str, ...]
-    node: InvocationNode
-    tail: bool
+    __slots__ = ("key", "path", "run", "scope", "tail")
+
+    def __init__(
+        self,
+        run: Run,
+        scope: AgenticScope,
+        key: str,
+        path: tuple[str, ...],
+        name: str,
+        inputs: Mapping[str, Any],
+        started: float,
+        tail: bool,
+    ) -> None:
+        self.run = run
+        self.scope = scope
+        self.key = key
+        self.path = path
+        self.tail = tail
+        # InvocationNode's fields, set here rather than by its __init__: one call per step, not two.
+        self.name = name
+        self.inputs = inputs
+        self.started = started
+        self.output = None
+        self.finished = None
+        self.error = None
+        self.children = []
+        self.skipped = False
+        self.recovered = False
+        self.usage = None
+
+    @property
+    def node(self) -> InvocationNode:
+        """The invocation record of this step (the step itself)."""
+        return self
 
 
 def _start_span(agent: Agent) -> Any:
@@ -324,7 +354,7 @@ def _replayed(agent: Agent, step: Step) -> tuple[bool, Any]:
         return False, None
     for key, value in entry.get("writes", {}).items():
         step.scope.write(key, value)
-    step.node.recovered = True
+    step.recovered = True
     return True, entry.get("output")
 
 
@@ -333,13 +363,13 @@ def _skipped_or_missing(agent: Agent, step: Step) -> bool:
     if not missing:
         return False
     if agent.optional:
-        step.node.skipped = True
+        step.skipped = True
         return True
     raise AgentInputError(agent.name, missing)
 
 
 def _skip(agent: Agent, step: Step, inputs: dict[str, Any]) -> bool:
-    """Whether this leaf does not run: replayed from the journal (its output in ``step.node.output``),
+    """Whether this leaf does not run: replayed from the journal (its output in ``step.output``),
     or skipped (optional, inputs missing); ``AgentInputError`` when a required input is missing.
 
     ``inputs`` are the values the step read: when the agent reads exactly its required inputs
@@ -347,7 +377,7 @@ def _skip(agent: Agent, step: Step, inputs: dict[str, Any]) -> bool:
     if step.run.replaying:
         done, output = _replayed(agent, step)
         if done:
-            step.node.output = output
+            step.output = output
             return True
     if len(inputs) == agent._n_required:
         return False
@@ -378,7 +408,7 @@ def execute(
         for name in reads:
             if name in state:
                 inputs[name] = state[name]
-    node = InvocationNode(agent.name, inputs, _now())
+    node = step = Step(run, scope, key, path, agent.name, inputs, _now(), tail)
     if parent is not None and run.emit is None and observation._observer is None:
         parent.children.append(node)
         obs = None
@@ -386,7 +416,6 @@ def execute(
         if parent is not None:
             parent.children.append(node)
         obs = _started(agent, run, node, parent)
-    step = Step(run, scope, key, path, node, tail)
     try:
         if not agent._leaf:
             output = agent._invoke(step)
@@ -414,12 +443,14 @@ def execute(
                 run.journal_put(key, output, writes)
     except BaseException as exc:
         _end(agent, run, node, None, exc, obs)
+        del step.run, step.scope
         raise
     if obs is None and run.emit is None and not node.children:
         node.finished = _now()
         node.output = output
     else:
         _end(agent, run, node, output, None, obs)
+    del step.run, step.scope
     return output
 
 
@@ -444,7 +475,7 @@ async def aexecute(
         for name in reads:
             if name in state:
                 inputs[name] = state[name]
-    node = InvocationNode(agent.name, inputs, _now())
+    node = step = Step(run, scope, key, path, agent.name, inputs, _now(), tail)
     if parent is not None and run.emit is None and observation._observer is None:
         parent.children.append(node)
         obs = None
@@ -452,7 +483,6 @@ async def aexecute(
         if parent is not None:
             parent.children.append(node)
         obs = _started(agent, run, node, parent)
-    step = Step(run, scope, key, path, node, tail)
     try:
         if not agent._leaf:
             output = await agent._ainvoke(step)
@@ -480,12 +510,14 @@ async def aexecute(
                 run.journal_put(key, output, writes)
     except BaseException as exc:
         _end(agent, run, node, None, exc, obs)
+        del step.run, step.scope
         raise
     if obs is None and run.emit is None and not node.children:
         node.finished = _now()
         node.output = output
     else:
         _end(agent, run, node, output, None, obs)
+    del step.run, step.scope
     return output
 
 
@@ -1160,7 +1192,7 @@ class Workflow(Agent):
         """``_child`` with the child's ``key`` and ``path`` (this workflow's path and name) made by the
         caller, once per run of this workflow for all its children."""
         try:
-            return execute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+            return execute(agent, step.run, scope, key, path, step, tail and step.tail)
         except _PASS_THROUGH:
             raise
         except Exception as exc:
@@ -1183,7 +1215,7 @@ class Workflow(Agent):
                 return recovery.value
             attempt += 1
             try:
-                return execute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+                return execute(agent, step.run, scope, key, path, step, tail and step.tail)
             except _PASS_THROUGH:
                 raise
             except Exception as again:
@@ -1203,7 +1235,7 @@ class Workflow(Agent):
     ) -> Any:
         """Async ``_step``."""
         try:
-            return await aexecute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+            return await aexecute(agent, step.run, scope, key, path, step, tail and step.tail)
         except _PASS_THROUGH:
             raise
         except Exception as exc:
@@ -1227,7 +1259,7 @@ class Workflow(Agent):
                 return recovery.value
             attempt += 1
             try:
-                return await aexecute(agent, step.run, scope, key, path, step.node, tail and step.tail)
+                return await aexecute(agent, step.run, scope, key, path, step, tail and step.tail)
             except _PASS_THROUGH:
                 raise
             except Exception as again:

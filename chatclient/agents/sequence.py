@@ -16,7 +16,7 @@ class SequenceWorkflow(Workflow):
         # The children's keys share one prefix and their path is this workflow's: made once here;
         # each child is ``self._step`` inlined (the error policy runs only when one fails).
         last: Any = None
-        run, scope, node = step.run, step.scope, step.node
+        run, scope, node = step.run, step.scope, step
         prefix = f"{step.key}/" if step.key else ""
         path = (*step.path, self.name)
         final = len(self.agents) - 1
@@ -32,7 +32,7 @@ class SequenceWorkflow(Workflow):
 
     async def _ainvoke(self, step: Step) -> Any:
         last: Any = None
-        run, scope, node = step.run, step.scope, step.node
+        run, scope, node = step.run, step.scope, step
         prefix = f"{step.key}/" if step.key else ""
         path = (*step.path, self.name)
         final = len(self.agents) - 1
