@@ -54,7 +54,9 @@ def decisions_made(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return made
 
 
-def test_supervisor_on_the_embedded_model_chooses_the_next_agent_by_probability(default_model, decisions_made):
+def test_supervisor_on_the_embedded_model_chooses_the_next_agent_by_probability(
+    default_model: Any, decisions_made: list[Any]
+) -> None:
     wf = supervisor(weather, translator, comedian, planner=ChatClient.create(default_model), max_steps=1)
     assert wf.planner.chooser.uses_probability
     result = wf.run(request="Ask the translator to say good morning in Spanish.")
@@ -66,7 +68,9 @@ def test_supervisor_on_the_embedded_model_chooses_the_next_agent_by_probability(
     assert sum(probabilities) == pytest.approx(1.0)
 
 
-def test_routed_conditional_on_the_embedded_model_chooses_by_probability(default_model, decisions_made):
+def test_routed_conditional_on_the_embedded_model_chooses_by_probability(
+    default_model: Any, decisions_made: list[Any]
+) -> None:
     router = conditional(weather, translator, comedian, router=ChatClient.create(default_model))
     result = router.run(request="Tell me a joke about cats.")
     assert result.output in {"sunny", "hola", "a joke"}
@@ -74,7 +78,7 @@ def test_routed_conditional_on_the_embedded_model_chooses_by_probability(default
 
 
 @pytest.mark.parametrize("mode", ["auto", "native", "json_object", "tool", "instructions"])
-def test_entity_enum_is_a_member_in_every_mode(default_model, mode):
+def test_entity_enum_is_a_member_in_every_mode(default_model: Any, mode: Any) -> None:
     client = ChatClient.create(default_model)
     value = (
         client.prompt("I want to sue my neighbour. Which category is this request?").call().entity(Category, mode=mode)
