@@ -308,9 +308,10 @@ def _started(agent: Agent, run: Run, node: InvocationNode, parent: InvocationNod
 def _total_usage(own: Usage | None, children: list[InvocationNode | AgentInvocation]) -> Usage | None:
     """A workflow's usage: its own calls (a supervisor's planner), then its agents'; summed field by
     field in one pass (no ``Usage`` built per child)."""
-    usages = [u for c in children if (u := c.usage) is not None]
-    if own is not None:
-        usages.append(own)
+    usages: list[Usage] = [] if own is None else [own]
+    for child in children:
+        if child.usage is not None:
+            usages.append(child.usage)
     if len(usages) < 2:
         return usages[0] if usages else None
     prompt = completion = cached = written = reasoning = 0

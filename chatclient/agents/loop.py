@@ -25,6 +25,8 @@ def _arity(fn: Callable[..., Any]) -> int:
 class LoopWorkflow(Workflow):
     """Runs its agents in order, again and again; see ``loop``."""
 
+    _reads = ()  # records no inputs of its own (as Workflow._inputs_of), without the call
+
     def __init__(
         self,
         agents: tuple[Agent, ...],

@@ -25,6 +25,7 @@ import json
 import os
 import threading
 import uuid
+from _thread import RLock as _RLock
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -506,9 +507,10 @@ class AgenticScope:
         if id is not None and (not isinstance(id, str) or not id or len(id) > 200):
             raise ValueError("a scope id is a non-empty string of at most 200 characters")
         self.id: str = id or os.urandom(16).hex()
-        self._state: dict[str, Any] = {}
-        for key, value in (state or {}).items():
-            self._state[_check_key(key)] = value
+        self._state: dict[str, Any] = dict(state) if state else {}
+        for key in self._state:
+            if type(key) is not str or not key:  # every run makes a scope: the check inline
+                _check_key(key)
         self._recording: dict[str, Any] | None = None
         # Root-only parts: the run's inputs, the journal of completed steps, the invocation trees
         # and a pending human-input question.
@@ -516,7 +518,7 @@ class AgenticScope:
         self._journal: dict[str, dict[str, Any]] = {}
         self._runs: list[InvocationNode | AgentInvocation] = []
         self._pending: dict[str, Any] | None = None
-        self._lock = threading.RLock()
+        self._lock = _RLock()  # the C lock threading.RLock() returns, without its wrapper call
 
     @property
     def _root(self) -> AgenticScope:

@@ -12,6 +12,8 @@ from chatclient.agents.scope import AgenticScope
 class SequenceWorkflow(Workflow):
     """Runs its agents in order; the result is the last agent's output unless ``output=`` is given."""
 
+    _reads = ()  # records no inputs of its own (as Workflow._inputs_of), without the call
+
     def _invoke(self, step: Step) -> Any:
         # The children's keys share one prefix and their path is this workflow's: made once here;
         # each child is ``self._step`` inlined (the error policy runs only when one fails).
