@@ -20,7 +20,6 @@ tasks these are. The agent card stays readable without ``auth`` (clients read it
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import socket
 import sys
@@ -152,13 +151,6 @@ class _AgentExecutor:
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.start_work()
         text = context.get_user_input()
-        loop = asyncio.get_running_loop()
-        deltas: asyncio.Queue[str | None] = asyncio.Queue()
-
-        def emit(event: Any) -> None:
-            if isinstance(event, TextDelta) and event.text:
-                loop.call_soon_threadsafe(deltas.put_nowait, event.text)
-
         agent = self.agent
         # Conversations belong to the caller the server's authentication names (one anonymous caller
         # without authentication): a context id sent by someone else does not reach them.
@@ -181,40 +173,34 @@ class _AgentExecutor:
             await updater.failed(updater.new_agent_message([types.Part(text=note)]))
             return
         if waiting is not None:
-            run = agent._resume_run(waiting, text, None, None, True)
-            run.emit, run.streaming = emit, True
-            if self.max_duration is not None:
-                from chatclient.events import Deadline
-
-                run.deadline = Deadline.start(self.max_duration)
+            stream = agent.aresume_stream(waiting, text, max_duration=self.max_duration)
         else:
             inputs = dict(self._contexts.get(context_key) or {})
             inputs[self.input_key] = text
-            run = agent._prepare(inputs, None, None, None, self.max_duration, emit, True)
+            stream = agent.arun_stream(max_duration=self.max_duration, **inputs)
         artifact_id = uuid.uuid4().hex
         streamed: list[str] = []
 
-        async def forward() -> None:
-            while (chunk := await deltas.get()) is not None:
-                await updater.add_artifact(
-                    [types.Part(text=chunk)], artifact_id=artifact_id, name="answer", append=bool(streamed)
-                )
-                streamed.append(chunk)
-
         token = _join_trace(context)  # the caller's trace, when OpenTelemetry observes this process
         try:
-            forwarder = asyncio.create_task(forward())
-            try:
-                result = await agent._run_async(run)
-            except Exception as exc:
-                await _finish(forwarder, deltas, loop)
-                reason = f"{type(exc).__name__}: {clip(str(exc))}" if self.expose_errors else type(exc).__name__
-                await updater.failed(updater.new_agent_message([types.Part(text=f"the agent failed: {reason}")]))
-                return
-            except BaseException:
-                await _finish(forwarder, deltas, loop)
-                raise
-            await _finish(forwarder, deltas, loop)
+            async with stream:  # leaving early (a cancelled task) cancels the run
+                while True:
+                    try:
+                        event = await anext(stream)
+                    except StopAsyncIteration:
+                        break
+                    except Exception as exc:
+                        reason = f"{type(exc).__name__}: {clip(str(exc))}" if self.expose_errors else type(exc).__name__
+                        message = updater.new_agent_message([types.Part(text=f"the agent failed: {reason}")])
+                        await updater.failed(message)
+                        return
+                    if isinstance(event, TextDelta) and event.text:
+                        await updater.add_artifact(
+                            [types.Part(text=event.text)], artifact_id=artifact_id, name="answer", append=bool(streamed)
+                        )
+                        streamed.append(event.text)
+            result = stream.result
+            assert result is not None  # the stream ran to its end
             if result.suspended is not None:
                 self._waiting.put(task_key, result.scope)
                 await updater.requires_input(updater.new_agent_message([types.Part(text=result.suspended.question)]))
@@ -257,11 +243,6 @@ def _join_trace(context: Any) -> Any:
     if "traceparent" not in headers:
         return None
     return otel_context.attach(propagate.extract(headers))
-
-
-async def _finish(forwarder: asyncio.Task[None], deltas: asyncio.Queue[str | None], loop: Any) -> None:
-    loop.call_soon_threadsafe(deltas.put_nowait, None)  # after every delta already scheduled
-    await forwarder
 
 
 def _executor_class() -> type:
