@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,46 +17,18 @@ from chatclient.errors import McpConnectionError, McpServerError, McpTimeoutErro
 from chatclient.mcp import McpClient, McpToolProvider
 from chatclient.messages import AssistantMessage, ToolCall, ToolResponseMessage
 from chatclient.testing import ScriptedChatModel
+from tests.support.serving import child_server, free_port
 
 pytestmark = [pytest.mark.mcp, pytest.mark.integration]
 
 SERVERS = str(Path(__file__).with_name("mcp_servers.py"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serving(transport: str) -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, SERVERS, "serve", transport, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"the HTTP fixture server exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("the HTTP fixture server did not start listening")
+    with child_server([sys.executable, SERVERS, "serve", transport, str(port)], [port], "the HTTP fixture server"):
         yield f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 @pytest.fixture(scope="module")

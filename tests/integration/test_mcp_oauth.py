@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -27,18 +26,13 @@ from chatclient.mcp.oauth import (
     ProtectedResource,
     parse_redirect,
 )
+from tests.support.serving import child_server, free_port
 
 pytestmark = [pytest.mark.mcp, pytest.mark.integration]
 
 SERVER = str(Path(__file__).with_name("mcp_oauth_server.py"))
 ROBOT_SECRET = "robot-secret-9f8e7d"
 REDIRECT = "http://127.0.0.1:1/callback"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Servers:
@@ -57,34 +51,9 @@ class Servers:
 @contextlib.contextmanager
 def oauth_servers(token_seconds: int = 3600) -> Iterator[Servers]:
     as_port, mcp_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [sys.executable, SERVER, str(as_port), str(mcp_port), str(token_seconds)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        for port in (as_port, mcp_port):
-            deadline = time.monotonic() + 20
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"the OAuth fixture exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
+    argv = [sys.executable, SERVER, str(as_port), str(mcp_port), str(token_seconds)]
+    with child_server(argv, [as_port, mcp_port], "the OAuth fixture"):
         yield Servers(as_port, mcp_port)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 @pytest.fixture(scope="module")

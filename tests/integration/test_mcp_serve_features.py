@@ -4,8 +4,6 @@ reached by McpClient over streamable HTTP (a real server subprocess on loopback)
 from __future__ import annotations
 
 import contextlib
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,44 +16,18 @@ from chatclient.errors import McpError, McpServerError
 from chatclient.mcp import EmbeddedResource, McpClient, ResourceChanges, build_server, mcp_server_context
 from chatclient.mcp._sdk import types
 from chatclient.tools import ToolContext
+from tests.support.serving import child_server, free_port
 
 pytestmark = [pytest.mark.mcp, pytest.mark.integration]
 
 SERVER = str(Path(__file__).with_name("mcp_feature_server.py"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_server() -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"the fixture server exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with child_server([sys.executable, SERVER, "http", str(port)], [port], "the fixture server"):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 @pytest.fixture(scope="module")

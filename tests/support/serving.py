@@ -1,13 +1,14 @@
-"""What the serving tests share: a real Uvicorn on a free loopback port, the fault models every
-protocol is tried with, and the client-disconnect steps."""
+"""What the serving tests share: a real Uvicorn on a free loopback port, a fixture server in a child
+process, the fault models every protocol is tried with, and the client-disconnect steps."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -49,6 +50,47 @@ def running(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 (a free port); yields the base URL, e.g. ``http://127.0.0.1:40123``."""
     with serving(lambda _url: app) as url:
         yield url
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 just now (for a child process to listen on)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def child_server(argv: Sequence[str], ports: Sequence[int], label: str) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` and wait (20 s each) until every one of ``ports`` on 127.0.0.1 accepts a
+    connection; yields the process, then terminates it (killed when it does not stop in 10 s).
+
+    ``RuntimeError`` naming ``label`` when the process exits first (with the end of its stderr) or a
+    port is not listening in time."""
+    process = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for port in ports:
+            deadline = time.monotonic() + 20
+            while True:
+                if process.poll() is not None:
+                    assert process.stderr is not None
+                    raise RuntimeError(f"{label} exited: {process.stderr.read().decode()[-2000:]}")
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{label} did not start listening on port {port}") from None
+                    time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 # -- fault models ------------------------------------------------------------------------------------
