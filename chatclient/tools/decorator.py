@@ -230,6 +230,10 @@ def _resolve_one(item: Any, out: list[ToolCallback], providers: list[ToolCallbac
             )
         out.append(_callback(item, spec))
         return
+    if not isinstance(item, type) and callable(getattr(item, "as_tool", None)):
+        # an agent (or anything that knows how to become a tool): duck-typed, tools sit below agents
+        name = getattr(item, "name", None) or type(item).__name__
+        raise TypeError(f"{name!r} is not a tool but can become one: pass {name}.as_tool() to .tools(...)")
     if inspect.isroutine(item) or (callable(item) and not isinstance(item, type) and not _has_tool_methods(item)):
         raise TypeError(
             f"{getattr(item, '__name__', item)!r} is not a tool: decorate it with @tool or wrap it in "

@@ -103,3 +103,12 @@ def test_a_mistyped_media_model_option_names_the_class_and_the_closest_option() 
         OpenAIImageModel(api_key="sk-test", timout=3)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"^AzureOpenAISpeechModel\(\) got an unexpected keyword argument 'base_url'"):
         AzureOpenAISpeechModel("tts", endpoint="https://x.openai.azure.com", api_key="k", base_url="http://x")  # type: ignore[call-arg]
+
+
+def test_an_agent_given_as_a_tool_is_told_to_use_as_tool() -> None:
+    from chatclient.agents import agent
+
+    writer = agent(ChatClient.create(ScriptedChatModel(["x"])), name="writer", user="Write about {{ topic }}.")
+    with pytest.raises(TypeError, match=r"'writer' is not a tool but can become one: pass writer\.as_tool\(\)"):
+        _client().prompt("x").tools(writer).call()
+    assert _client().prompt("x").tools(writer.as_tool()).to_request() is not None
