@@ -177,7 +177,8 @@ class _AgentExecutor:
         else:
             inputs = dict(self._contexts.get(context_key) or {})
             inputs[self.input_key] = text
-            stream = agent.arun_stream(max_duration=self.max_duration, **inputs)
+            # the carried state as one mapping: its keys may be any names, also arun_stream's own keywords
+            stream = agent.arun_stream(inputs, max_duration=self.max_duration)
         artifact_id = uuid.uuid4().hex
         streamed: list[str] = []
 

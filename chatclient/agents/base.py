@@ -864,6 +864,8 @@ class Agent:
 
     def arun_stream(
         self,
+        state: Mapping[str, Any] | None = None,
+        /,
         *,
         scope_store: ScopeStore | None = None,
         scope_id: str | None = None,
@@ -875,8 +877,19 @@ class Agent:
         """The async run as an ``AgentRunStream``: the events of ``astream``, then ``stream.result``
         (an ``AgentResult``: output, scope, and ``suspended`` when a ``human_input`` step waits).
 
+        ``state`` (a mapping, positional) gives initial scope values whose names may be anything, also
+        this method's own keywords (``max_duration``...): servers pass a carried-over state this way;
+        ``inputs`` given by keyword are added over it.
+
         The run is set up here (a claim in ``scope_store`` is taken now) and starts on the first
         ``__anext__``; leave it with ``aclose()`` or ``async with``, which cancels the run's task."""
+        if state is not None:
+            if not isinstance(state, Mapping):
+                raise TypeError(
+                    f"{self.name}.arun_stream() takes its inputs by name, or one mapping of them: "
+                    f"{self.call_hint('arun_stream')}"
+                )
+            inputs = {**state, **inputs}
         run = self._prepare(inputs, scope_store, scope_id, monitor, max_duration, None, True, None, advisor_params)
         return AgentRunStream(self, run)
 

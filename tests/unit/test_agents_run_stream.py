@@ -209,3 +209,21 @@ def test_a_stream_closed_before_it_started_gives_its_claim_back() -> None:
         assert again.result is not None and again.result.suspended is not None
 
     asyncio.run(main())
+
+
+async def test_a_state_mapping_may_hold_names_that_are_run_keywords() -> None:
+    """Servers pass a carried-over scope state as one mapping: a key named like a keyword of the run
+    (max_duration, scope_id...) is an input like any other, not the keyword."""
+    from chatclient.agents import agent_function
+
+    @agent_function(output_key="echo")
+    def echo(request: str, max_duration: str, scope_id: str) -> str:
+        return f"{request}/{max_duration}/{scope_id}"
+
+    stream = echo.arun_stream({"request": "hi", "max_duration": "long", "scope_id": "s"}, max_duration=30)
+    async with stream:
+        async for _ in stream:
+            pass
+    assert stream.result.output == "hi/long/s"
+    with pytest.raises(TypeError, match=r"takes its inputs by name, or one mapping of them"):
+        echo.arun_stream("hi")  # type: ignore[arg-type]
