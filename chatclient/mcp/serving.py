@@ -192,6 +192,10 @@ class ResourceChanges:
         self.max_subscriptions = max_subscriptions
 
     def _count(self) -> int:
+        # A connection that went away without unsubscribing leaves an empty set behind: drop those,
+        # or clients coming and going would grow the table by one URI each without bound.
+        for uri in [uri for uri, subscribers in self._subscribers.items() if not subscribers]:
+            del self._subscribers[uri]
         return sum(len(s) for s in self._subscribers.values())
 
     def subscribe(self, uri: str, session: Any) -> None:

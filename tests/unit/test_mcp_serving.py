@@ -62,3 +62,27 @@ def test_prompt_messages_carry_images_as_messages_of_their_own() -> None:
     messages = _prompt_messages([UserMessage("look", (Media("image/png", b"\x89PNG"),))])
     assert [type(m.content) for m in messages] == [types.TextContent, types.ImageContent]
     assert [m.role for m in messages] == ["user", "user"]
+
+
+class _Connection:
+    """Stands for a client connection: ResourceChanges holds it weakly, like the SDK's session."""
+
+
+def test_subscriptions_of_connections_gone_free_their_uris() -> None:
+    from chatclient.mcp.serving import ResourceChanges
+
+    changes = ResourceChanges(max_subscriptions=10)
+
+    async def one_client(round_: int) -> None:
+        connection = _Connection()
+        for i in range(10):
+            changes.subscribe(f"notes://{round_}/{i}", connection)
+        del connection  # the client went away without unsubscribing
+
+    async def many_clients() -> None:
+        for round_ in range(50):
+            await one_client(round_)
+
+    asyncio.run(many_clients())
+    # Clients that left cannot grow the table without bound: no URI of a gone connection stays listed.
+    assert len(changes._subscribers) <= changes.max_subscriptions
