@@ -525,7 +525,8 @@ class Edge:
         """The raw body, at most ``max_body_bytes`` (``EdgeError`` 413 past it)."""
         length = _content_length(request.scope)
         if length is not None:
-            if not length.strip().isdigit():
+            length = length.strip()
+            if not (length.isascii() and length.isdigit()):  # "\xb2".isdigit(), yet int() refuses it
                 raise EdgeError(400, "Invalid Content-Length header.")
             if int(length) > self.max_body_bytes:
                 raise self._too_large()

@@ -240,6 +240,9 @@ def test_a_malformed_content_length_and_a_client_gone_while_sending_the_body() -
     app = openai_app(ChatClient.create(model))
     sent = call_asgi(app, [(b"content-length", b"12abc")], [{"type": "http.request", "body": b"{}"}])
     assert sent[0]["status"] == 400
+    # Latin-1 digits that str.isdigit() accepts and int() refuses ("\xb2" is a superscript two).
+    sent = call_asgi(app, [(b"content-length", b"\xb2")], [{"type": "http.request", "body": b"{}"}])
+    assert sent[0]["status"] == 400
     part = {"type": "http.request", "body": b'{"model": "chat', "more_body": True}
     sent = call_asgi(app, [], [part])  # then the client disconnects
     assert sent[0]["status"] == 499
