@@ -455,7 +455,10 @@ def a2a_app(
 
 def _as_user(scope: dict[str, Any], principal: Any) -> None:
     """Give the SDK the caller ``auth`` named, as Starlette's ``scope["user"]`` (its call context reads it)."""
-    if "user" in scope:  # an authentication middleware outside already named the caller
+    # An authentication middleware outside that named the caller wins; one that named nobody (Starlette
+    # sets an UnauthenticatedUser on every request it does not know) must not make every principal of
+    # the hook the same anonymous owner of each other's conversations and tasks.
+    if getattr(scope.get("user"), "is_authenticated", False):
         return
     from starlette.authentication import BaseUser, SimpleUser
 

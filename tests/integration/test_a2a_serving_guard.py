@@ -173,3 +173,24 @@ def test_mounted_under_a_prefix_the_card_stays_public_and_the_rest_needs_auth() 
         assert post(url + "agents/", "no key").status_code == 401
         assert post(url + "agents/", "with key", **{"X-Key": "k"}).status_code == 200
         assert httpx.get(url + "agents/.well-known/agent-card.json", headers={"Host": "evil.example"}).status_code == 421
+
+
+def test_an_outer_middleware_that_authenticated_nobody_leaves_the_hooks_principal_the_owner() -> None:
+    # Starlette's AuthenticationMiddleware sets scope["user"] on every request, an UnauthenticatedUser
+    # when its backend knows nobody: the hook's principals must still own their conversations apart.
+    from starlette.authentication import AuthenticationBackend
+    from starlette.middleware.authentication import AuthenticationMiddleware
+
+    class NobodyBackend(AuthenticationBackend):
+        async def authenticate(self, conn: Any) -> None:
+            return None
+
+    def make(url: str) -> Any:
+        return AuthenticationMiddleware(a2a_app(SHOUTER, url=url, auth=token_auth), backend=NobodyBackend())
+
+    with running(make) as url:
+        alice = a2a_agent(url, headers={"Authorization": "Bearer alice-token"})
+        mallory = a2a_agent(url, headers={"Authorization": "Bearer mallory-token"})
+        context_id = alice.run(request="hi").scope.read("shouter_context_id")
+        assert mallory.run(request="peek", shouter_context_id=context_id).output == "PEEK (turn 1)"
+        assert alice.run(request="again", shouter_context_id=context_id).output == "AGAIN (turn 2)"
