@@ -616,7 +616,7 @@ class Edge:
         take raises ``EdgeError`` (400) here, before anything is sent."""
         conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
-            return self._agent_events(self._agent_run(target, turn, conversation_id, principal))
+            return self._agent_events(self._agent_run(target, turn, conversation_id, principal), conversation_id)
         runner = self._client_runner(target, turn, principal, conversation_id, stream)
         return self._client_events(target, runner, turn, conversation_id)
 
@@ -627,7 +627,10 @@ class Edge:
         conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
             return [
-                event async for event in self._agent_events(self._agent_run(target, turn, conversation_id, principal))
+                event
+                async for event in self._agent_events(
+                    self._agent_run(target, turn, conversation_id, principal), conversation_id
+                )
             ]
         runner = self._client_runner(target, turn, principal, conversation_id, False)
         events: Sequence[StreamEvent] = (await runner.chat_client_response()).events
@@ -719,12 +722,18 @@ class Edge:
             scope_store=store, scope_id=scope_id, max_duration=self.max_duration, advisor_params=params, **inputs
         )
 
-    async def _agent_events(self, run: Any) -> AsyncIterator[StreamEvent]:
+    async def _agent_events(self, run: Any, scope_id: str) -> AsyncIterator[StreamEvent]:
+        ended = False
         try:
             async for event in run:
                 yield event
+            ended = True
         finally:
             await run.aclose()  # a client gone mid-run: the run's agents are cancelled now
+            if not ended:
+                # Failed or left before its end: no answer will resume it, so its scope (stored when
+                # the run was claimed) must not stay in the store for ever.
+                self.scope_store.delete(scope_id)
         result = run.result
         if result.suspended is not None:
             yield RunSuspended(result.suspended.question)

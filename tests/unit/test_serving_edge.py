@@ -319,3 +319,27 @@ def test_until_disconnect_leaves_a_cancellation_from_elsewhere_a_cancellation() 
             await task
 
     asyncio.run(main())
+
+
+def test_an_agent_run_that_fails_or_is_left_keeps_no_scope() -> None:
+    @agent_function(output_key="answer")
+    def explode(message: str) -> str:
+        raise RuntimeError("boom")
+
+    @agent_function(output_key="answer")
+    def echo(message: str) -> str:
+        return message
+
+    edge = Edge()
+    for n in range(3):  # fresh conversation ids, as turns without one get
+        with pytest.raises(RuntimeError, match="boom"):
+            collect(edge.run_events(explode, ChatTurn((UserMessage(f"go {n}"),))))
+    assert edge.scope_store.ids() == []  # a failed run's scope is not kept for ever
+
+    async def leave_early() -> None:
+        events = edge.run_events(echo, ChatTurn((UserMessage("hi"),), conversation_id="c1"))
+        await anext(events)  # the client goes away after the first event
+        await events.aclose()  # type: ignore[attr-defined]
+
+    asyncio.run(leave_early())
+    assert edge.scope_store.ids() == []
