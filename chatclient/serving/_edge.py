@@ -616,7 +616,11 @@ class Edge:
         take raises ``EdgeError`` (400) here, before anything is sent."""
         conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
-            return self._agent_events(self._agent_run(target, turn, conversation_id, principal), conversation_id)
+            return self._agent_events(
+                self._agent_run(target, turn, conversation_id, principal),
+                conversation_id,
+                turn.conversation_id is not None,
+            )
         runner = self._client_runner(target, turn, principal, conversation_id, stream)
         return self._client_events(target, runner, turn, conversation_id)
 
@@ -629,7 +633,9 @@ class Edge:
             return [
                 event
                 async for event in self._agent_events(
-                    self._agent_run(target, turn, conversation_id, principal), conversation_id
+                    self._agent_run(target, turn, conversation_id, principal),
+                    conversation_id,
+                    turn.conversation_id is not None,
                 )
             ]
         runner = self._client_runner(target, turn, principal, conversation_id, False)
@@ -722,7 +728,7 @@ class Edge:
             scope_store=store, scope_id=scope_id, max_duration=self.max_duration, advisor_params=params, **inputs
         )
 
-    async def _agent_events(self, run: Any, scope_id: str) -> AsyncIterator[StreamEvent]:
+    async def _agent_events(self, run: Any, scope_id: str, resumable: bool) -> AsyncIterator[StreamEvent]:
         ended = False
         try:
             async for event in run:
@@ -735,10 +741,12 @@ class Edge:
                 # the run was claimed) must not stay in the store for ever.
                 self.scope_store.delete(scope_id)
         result = run.result
+        if result.suspended is None or not resumable:
+            # Kept only while an answer can reach it: a turn without a conversation id ran under a
+            # fresh random id no later turn can name.
+            self.scope_store.delete(result.scope.id)
         if result.suspended is not None:
             yield RunSuspended(result.suspended.question)
-        else:
-            self.scope_store.delete(result.scope.id)
         yield ScopeSnapshot(dict(result.scope.state))
 
     # -- answering -----------------------------------------------------------------------------

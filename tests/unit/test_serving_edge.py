@@ -343,3 +343,16 @@ def test_an_agent_run_that_fails_or_is_left_keeps_no_scope() -> None:
 
     asyncio.run(leave_early())
     assert edge.scope_store.ids() == []
+
+
+def test_a_run_suspended_under_a_fresh_id_keeps_no_scope() -> None:
+    @agent_function(output_key="greeting")
+    def greet(name: str) -> str:
+        return f"Hello {name}"
+
+    flow = sequence(human_input(question="What is your name?", output_key="name"), greet, output_key="greeting")
+    edge = Edge()
+    for _ in range(3):  # no conversation id: a random one no later turn can name to answer
+        events = collect(edge.run_events(flow, ChatTurn((UserMessage("start"),), agent_inputs={})))
+        assert [e for e in events if isinstance(e, RunSuspended)] == [RunSuspended("What is your name?")]
+    assert edge.scope_store.ids() == []
