@@ -67,6 +67,7 @@ import hashlib
 import json
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -93,6 +94,8 @@ BUDGET_RETRY_AFTER = 60
 a per-request limit): a hint to come back later, since the contract asks every 429 for one."""
 MAX_JSON_DEPTH = 64
 """Deepest nesting accepted in a request body."""
+MAX_SUSPENDED_RUNS = 10_000
+"""Agent runs waiting for a human an app keeps (callers pick conversation ids; the oldest go first)."""
 _PRINCIPAL_SCOPE_KEY = "chatclient.principal"
 _STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -484,6 +487,7 @@ class Edge:
         # Scopes of agent runs waiting for a human (AG-UI interrupts), by conversation id; a run that
         # ends without waiting deletes its scope, so only suspended runs are kept.
         self.scope_store = InMemoryScopeStore()
+        self._suspended: OrderedDict[str, None] = OrderedDict()  # their ids, oldest first
 
     # -- building ------------------------------------------------------------------------------
 
@@ -740,14 +744,29 @@ class Edge:
                 # Failed or left before its end: no answer will resume it, so its scope (stored when
                 # the run was claimed) must not stay in the store for ever.
                 self.scope_store.delete(scope_id)
+                self._suspended.pop(scope_id, None)
         result = run.result
         if result.suspended is None or not resumable:
             # Kept only while an answer can reach it: a turn without a conversation id ran under a
             # fresh random id no later turn can name.
             self.scope_store.delete(result.scope.id)
+            self._suspended.pop(result.scope.id, None)
+        else:
+            self._keep_suspended(result.scope.id)
         if result.suspended is not None:
             yield RunSuspended(result.suspended.question)
         yield ScopeSnapshot(dict(result.scope.state))
+
+    def _keep_suspended(self, scope_id: str) -> None:
+        """Note a run now waiting under ``scope_id``; past ``MAX_SUSPENDED_RUNS`` drop the oldest waiting."""
+        self._suspended[scope_id] = None
+        self._suspended.move_to_end(scope_id)
+        while len(self._suspended) > MAX_SUSPENDED_RUNS:
+            oldest, _ = self._suspended.popitem(last=False)
+            stored = self.scope_store.load(oldest)
+            # Only if it still waits: since noted, it may have been answered and its id be running again.
+            if stored is not None and stored.pending_question is not None:
+                self.scope_store.delete(oldest)
 
     # -- answering -----------------------------------------------------------------------------
 

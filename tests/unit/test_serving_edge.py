@@ -356,3 +356,22 @@ def test_a_run_suspended_under_a_fresh_id_keeps_no_scope() -> None:
         events = collect(edge.run_events(flow, ChatTurn((UserMessage("start"),), agent_inputs={})))
         assert [e for e in events if isinstance(e, RunSuspended)] == [RunSuspended("What is your name?")]
     assert edge.scope_store.ids() == []
+
+
+def test_suspended_runs_kept_are_bounded_oldest_dropped_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    import chatclient.serving._edge as edge_module
+
+    monkeypatch.setattr(edge_module, "MAX_SUSPENDED_RUNS", 3, raising=False)
+
+    @agent_function(output_key="greeting")
+    def greet(name: str) -> str:
+        return f"Hello {name}"
+
+    flow = sequence(human_input(question="What is your name?", output_key="name"), greet, output_key="greeting")
+    edge = Edge()
+    for n in range(5):  # callers choose conversation ids: each new one would hold a scope for ever
+        collect(edge.run_events(flow, ChatTurn((UserMessage("start"),), conversation_id=f"t{n}", agent_inputs={})))
+    assert edge.scope_store.ids() == ["t2", "t3", "t4"]
+    answered = collect(edge.run_events(flow, ChatTurn((UserMessage("Ann"),), conversation_id="t4")))
+    assert answered[-1].state["greeting"] == "Hello Ann"  # type: ignore[attr-defined]
+    assert edge.scope_store.ids() == ["t2", "t3"]
