@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +35,8 @@ from chatclient.tools.callback import FunctionToolCallback, ToolCallback
 from chatclient.tools.context import ToolContext
 from chatclient.tools.decorator import resolve_tools
 from chatclient.tools.results import ToolResult
+
+_log = logging.getLogger("chatclient.mcp")
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -334,7 +337,11 @@ def build_server(
         try:
             values, total = await complete_values(source, params.argument.value, context)
         except Exception as exc:  # a broken completion function answers an error, not a dropped connection
-            raise MCPError(types.INTERNAL_ERROR, f"completing {params.argument.name!r} failed: {exc}") from exc
+            # Its kind only: the text may quote a backend's URL or key; the server's log has the rest.
+            _log.warning("completing %r failed", params.argument.name, exc_info=True)
+            raise MCPError(
+                types.INTERNAL_ERROR, f"completing {params.argument.name!r} failed ({type(exc).__name__})"
+            ) from exc
         return types.CompleteResult(
             completion=types.Completion(values=values, total=total, has_more=total > len(values))
         )
