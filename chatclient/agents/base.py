@@ -911,6 +911,9 @@ class Agent:
             scope = AgenticScope.from_json(scope_or_json)
         else:
             raise TypeError(f"resume takes an AgenticScope or its JSON, got {type(scope_or_json).__name__}")
+        if max_duration is not None:
+            # Checked before the claim: a refused argument must not spend the suspension.
+            max_duration = check_max_duration(max_duration)
         pending = scope._pending
         if not pending or not isinstance(pending.get("key"), str):
             raise AgenticScopeError(f"scope {scope.id!r} is not waiting for an answer; there is nothing to resume")

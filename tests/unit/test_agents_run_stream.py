@@ -227,3 +227,25 @@ async def test_a_state_mapping_may_hold_names_that_are_run_keywords() -> None:
     assert stream.result.output == "hi/long/s"
     with pytest.raises(TypeError, match=r"takes its inputs by name, or one mapping of them"):
         echo.arun_stream("hi")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("with_store", [True, False])
+def test_a_bad_max_duration_on_resume_spends_nothing(with_store: bool) -> None:
+    # A resume refused for a bad argument must leave the suspension (and the store's claim) as they
+    # were: the corrected resume then runs, instead of finding the token spent or the run claimed.
+    flow = _greeter()
+    store = InMemoryScopeStore()
+    first = flow.run(scope_store=store, scope_id="visit")
+    assert first.suspended is not None
+    waiting = store.load("visit")
+    assert waiting is not None
+    kwargs: dict[str, Any] = {"scope_store": store} if with_store else {}
+
+    async def main() -> Any:
+        with pytest.raises(ValueError, match="max_duration"):
+            flow.aresume_stream(waiting, "Ada", max_duration=-1, **kwargs)
+        stream = flow.aresume_stream(waiting, "Ada", max_duration=30, **kwargs)
+        [_ async for _ in stream]
+        return stream.result
+
+    assert asyncio.run(main()).output == "Welcome, Ada."
