@@ -254,7 +254,13 @@ def _media_of(url: str) -> Any:
             return Media(mime, base64.b64decode(data, validate=True))
         except (binascii.Error, ValueError):
             raise _bad("A data: URL image is not valid base64.", "messages") from None
-    return Media.from_url(url)
+    try:
+        return Media.from_url(url)
+    except ValueError:  # no type to tell from the URL's name: the provider could not be told either
+        raise _bad(
+            "An image_url must end in a file name with a known image type (.png, .jpg, ...) or be a data: URL.",
+            "messages",
+        ) from None
 
 
 def _messages(raw: Any) -> list[Any]:

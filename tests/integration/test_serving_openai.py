@@ -594,3 +594,16 @@ def test_an_agent_asking_a_human_is_answered_by_the_next_request_of_the_conversa
             model="greeter", messages=[{"role": "user", "content": "Ada"}], extra_headers=headers
         )
         assert done.choices[0].message.content == "Welcome, Ada."
+
+
+def test_an_image_url_whose_type_cannot_be_told_is_a_400_in_the_openai_shape() -> None:
+    model = ScriptedChatModel(["unused"])
+    image = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/pic"}},
+    ]
+    with running(openai_app(ChatClient.create(model))) as url:
+        with pytest.raises(openai.BadRequestError) as caught:
+            sdk(url).chat.completions.create(model="chatclient", messages=[{"role": "user", "content": image}])
+        assert caught.value.code == "invalid_messages"
+    assert model.prompts == []
