@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -121,27 +122,32 @@ def _text(value: Any) -> str:
     return value[:MAX_FIELD_CHARS] if isinstance(value, str) else ""
 
 
-def _read_json(response: Any, engine: str) -> Any:
-    """The JSON body of an httpx response read with a size cap; ``WebSearchError`` otherwise."""
+def _read_json(response: Any, engine: str, timeout: float, deadline: float) -> Any:
+    """The JSON body of an httpx response read with a size cap and by ``deadline`` (httpx's own
+    timeout bounds each read, not the whole body); ``WebSearchError`` otherwise."""
     if response.status_code >= 400:
         raise WebSearchError(f"{engine} answered HTTP {response.status_code}", response.status_code)
     data = bytearray()
     for chunk in response.iter_bytes():
-        data.extend(chunk)
-        if len(data) > MAX_RESPONSE_BYTES:
-            raise WebSearchError(f"{engine}'s answer is over {MAX_RESPONSE_BYTES:,} bytes")
+        _add_chunk(data, chunk, engine, timeout, deadline)
     return _decode(bytes(data), engine)
 
 
-async def _aread_json(response: Any, engine: str) -> Any:
+async def _aread_json(response: Any, engine: str, timeout: float, deadline: float) -> Any:
     if response.status_code >= 400:
         raise WebSearchError(f"{engine} answered HTTP {response.status_code}", response.status_code)
     data = bytearray()
     async for chunk in response.aiter_bytes():
-        data.extend(chunk)
-        if len(data) > MAX_RESPONSE_BYTES:
-            raise WebSearchError(f"{engine}'s answer is over {MAX_RESPONSE_BYTES:,} bytes")
+        _add_chunk(data, chunk, engine, timeout, deadline)
     return _decode(bytes(data), engine)
+
+
+def _add_chunk(data: bytearray, chunk: bytes, engine: str, timeout: float, deadline: float) -> None:
+    data.extend(chunk)
+    if len(data) > MAX_RESPONSE_BYTES:
+        raise WebSearchError(f"{engine}'s answer is over {MAX_RESPONSE_BYTES:,} bytes")
+    if time.monotonic() > deadline:
+        raise WebSearchError(f"{engine} did not answer within {timeout:g} s")
 
 
 def _decode(data: bytes, engine: str) -> Any:
@@ -190,9 +196,10 @@ class _HttpEngine:
         """Send the search over HTTP and parse the results."""
         import httpx
 
+        deadline = time.monotonic() + self.timeout
         try:
             with httpx.Client(timeout=self.timeout) as client, client.stream(**self._request(request)) as response:
-                payload = _read_json(response, self.name)
+                payload = _read_json(response, self.name, self.timeout, deadline)
         except httpx.HTTPError as exc:
             raise WebSearchError(f"{self.name} could not be reached: {type(exc).__name__}") from None
         return self._parse(payload, request)
@@ -201,12 +208,13 @@ class _HttpEngine:
         """Async ``search``."""
         import httpx
 
+        deadline = time.monotonic() + self.timeout
         try:
             async with (
                 httpx.AsyncClient(timeout=self.timeout) as client,
                 client.stream(**self._request(request)) as response,
             ):
-                payload = await _aread_json(response, self.name)
+                payload = await _aread_json(response, self.name, self.timeout, deadline)
         except httpx.HTTPError as exc:
             raise WebSearchError(f"{self.name} could not be reached: {type(exc).__name__}") from None
         return self._parse(payload, request)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -60,6 +61,17 @@ class SearchEngine(BaseHTTPRequestHandler):
             return
         if mode == "huge":
             self._send(200, b'{"results": [' + b'{"url": "x"},' * (MAX_RESPONSE_BYTES // 12) + b'{"url": "y"}]}')
+            return
+        if mode == "drip":  # a valid answer, a few bytes at a time: each read is quick, the whole is not
+            body = json.dumps({"results": [{"url": "https://example.org/oslo", "title": "Oslo"}]}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            for i in range(0, len(body), 4):
+                self.wfile.write(body[i : i + 4])
+                self.wfile.flush()
+                time.sleep(0.1)
             return
         if mode == "no-results":
             self._send(200, b'{"answer": "42"}')
@@ -172,6 +184,18 @@ async def test_engine_faults_are_web_search_errors(
     engine_server.mode = mode  # type: ignore[attr-defined]
     engine = SearxngWebSearchEngine(url(engine_server))
     with pytest.raises(WebSearchError, match=message):
+        if asynchronous:
+            await engine.asearch(WebSearchRequest("oslo"))
+        else:
+            engine.search(WebSearchRequest("oslo"))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_a_slow_drip_answer_is_cut_at_the_timeout(engine_server: ThreadingHTTPServer, asynchronous: bool) -> None:
+    # ``timeout`` bounds the whole search, not only the wait for each chunk of the body.
+    engine_server.mode = "drip"  # type: ignore[attr-defined]
+    engine = SearxngWebSearchEngine(url(engine_server), timeout=0.5)
+    with pytest.raises(WebSearchError, match=r"did not answer within 0\.5 s"):
         if asynchronous:
             await engine.asearch(WebSearchRequest("oslo"))
         else:
