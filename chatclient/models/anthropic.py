@@ -607,6 +607,14 @@ def parse_message(payload: Any) -> ChatResponse:
     )
 
 
+def _text_piece(value: Any) -> str:
+    """A block's (or a delta's) text; anything but a string fails here, where it arrives (the pieces
+    are joined only for the last chunk)."""
+    if value is None or type(value) is str:
+        return value or ""
+    raise ModelResponseError(f"anthropic stream: a text block's text is not a string (got {type(value).__name__})")
+
+
 class AnthropicStreamParser:
     """Turns Messages API stream events into delta chunks.
 
@@ -698,7 +706,7 @@ class AnthropicStreamParser:
         self._block_text.pop(index, None)
         kind = state.get("type")
         if kind == "text":
-            text = state.get("text") or ""
+            text = _text_piece(state.get("text"))
             if text:
                 self._saw_text = True
                 self._text.append(text)
@@ -737,7 +745,7 @@ class AnthropicStreamParser:
         )
         kind = delta.get("type")
         if kind == "text_delta":
-            text = delta.get("text") or ""
+            text = _text_piece(delta.get("text"))
             pieces = self._block_text.get(index)
             if pieces is None:
                 pieces = self._block_text[index] = [state.get("text") or ""]

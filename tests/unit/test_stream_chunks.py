@@ -177,3 +177,29 @@ def test_line_decoder_splits_as_the_sse_rules_say_whatever_the_reads(pieces: lis
         got += decoder.feed(body[i : i + cut])
     got += decoder.flush()
     assert got == _reference_lines(body)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize(("where", "text"), [("delta", 5), ("delta", ["a"]), ("start", 5), ("start", {"a": 1})])
+def test_an_anthropic_text_that_is_not_a_string_is_a_typed_error(
+    server: LoopbackServer, use_async: bool, where: str, text: Any
+) -> None:
+    # The text of a block is joined only at the end: a non-string piece must fail where it arrives,
+    # as a ModelResponseError, not as a bare TypeError from the last chunk (nor pass as a chunk).
+    events = anthropic_stream(("Hi", "there"))
+    if where == "delta":
+        events[3] = (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        )
+    else:
+        events[2] = (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": text}},
+        )
+    server.script(PATH, SSE(events, done=False))
+    with _model(server) as model:
+        got, error = _read(model, use_async)
+    assert isinstance(error, ModelResponseError), error
+    assert "not a string" in str(error)
+    assert all(t is None or isinstance(t, str) for t in got)
