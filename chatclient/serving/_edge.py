@@ -728,8 +728,10 @@ class Edge:
         inputs = dict(turn.agent_inputs) if turn.agent_inputs is not None else _agent_inputs(agent, answer)
         if stored is not None:
             store.delete(scope_id)  # a finished run's scope: a new turn starts afresh
+        # The inputs as one mapping, never as keywords: a caller's input named like one of arun_stream's
+        # own keywords (monitor, max_duration, scope_store...) is then an input, not a run setting.
         return agent.arun_stream(
-            scope_store=store, scope_id=scope_id, max_duration=self.max_duration, advisor_params=params, **inputs
+            inputs, scope_store=store, scope_id=scope_id, max_duration=self.max_duration, advisor_params=params
         )
 
     async def _agent_events(self, run: Any, scope_id: str, resumable: bool) -> AsyncIterator[StreamEvent]:

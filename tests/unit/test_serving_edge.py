@@ -375,3 +375,18 @@ def test_suspended_runs_kept_are_bounded_oldest_dropped_first(monkeypatch: pytes
     answered = collect(edge.run_events(flow, ChatTurn((UserMessage("Ann"),), conversation_id="t4")))
     assert answered[-1].state["greeting"] == "Hello Ann"  # type: ignore[attr-defined]
     assert edge.scope_store.ids() == ["t2", "t3"]
+
+
+def test_caller_inputs_named_like_run_settings_stay_inputs() -> None:
+    @agent_function(output_key="answer")
+    def echo(message: str, monitor: str = "none") -> str:
+        return f"{message}/{monitor}"
+
+    # Before: "monitor" became the run's monitor (AttributeError mid-run), "max_duration" a TypeError.
+    for inputs, answer in (
+        ({"message": "hi", "monitor": "watch"}, "hi/watch"),
+        ({"message": "hi", "max_duration": 5}, "hi/none"),
+    ):
+        events = collect(Edge().run_events(echo, ChatTurn((UserMessage("x"),), agent_inputs=inputs)))
+        snapshot = events[-1]
+        assert isinstance(snapshot, ScopeSnapshot) and snapshot.state["answer"] == answer
