@@ -76,7 +76,12 @@ class Skill:
         if rel not in self.resources:
             listed = ", ".join(self.resources[:20]) or "none"
             raise SkillError(f"{relative_path!r} is not a resource of skill {self.name!r} (resources: {listed})")
-        target = (self.path / rel).resolve()  # links resolved: what is read is where the path leads
+        try:
+            target = (self.path / rel).resolve()  # links resolved: what is read is where the path leads
+        except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13)
+            raise SkillError(
+                f"resource {relative_path!r} of skill {self.name!r} cannot be read (a symlink loop)"
+            ) from None
         if not target.is_relative_to(self.path):  # a symlink swapped in after the folder was listed
             raise SkillError(f"{relative_path!r} leaves the folder of skill {self.name!r}")
         if _excluded(PurePosixPath(target.relative_to(self.path).as_posix())):
@@ -136,7 +141,10 @@ def _list_resources(folder: Path) -> tuple[str, ...]:
     root = folder.resolve()
     found: list[str] = []
     for file in sorted(root.rglob("*")):
-        target = file.resolve()
+        try:
+            target = file.resolve()
+        except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13) leads nowhere
+            continue
         if not file.is_file() or not target.is_relative_to(root):
             continue  # folders, and symlinks pointing out of the skill, are never resources
         rel = PurePosixPath(file.relative_to(root).as_posix())

@@ -132,6 +132,19 @@ def test_a_link_swapped_in_after_listing_is_refused_by_where_it_leads(skills_dir
         skill.read_resource("reference.md")
 
 
+def test_a_symlink_loop_is_skipped_when_listing_and_a_skill_error_when_read(skills_dir: Path) -> None:
+    # Resolving a link loop raises RuntimeError (Python 3.11/3.12) or OSError: never past the skill API.
+    folder = skills_dir / "invoices"
+    os.symlink(folder / "loop2", folder / "loop1")
+    os.symlink(folder / "loop1", folder / "loop2")
+    skill = Skill.from_dir(folder)
+    assert skill.resources == ("data/rates.csv", "reference.md")
+    (folder / "reference.md").unlink()
+    os.symlink(folder / "loop1", folder / "reference.md")  # a listed resource swapped for a loop
+    with pytest.raises(SkillError, match="cannot be read"):
+        skill.read_resource("reference.md")
+
+
 def test_a_link_to_another_resource_inside_the_skill_is_read_through(skills_dir: Path) -> None:
     folder = skills_dir / "invoices"
     os.symlink(folder / "reference.md", folder / "vat.md")
