@@ -122,8 +122,8 @@ def openai_app(
             chosen = resolve_target(targets, parsed.model)
             if parsed.stream:
                 events = edge.start_events(chosen, parsed.turn, principal=edge.principal(request))
-        except EdgeError as exc:
-            return _error_response(exc)
+        except Exception as exc:  # EdgeError, or anything else setting the turn up (a 500 in our shape)
+            return _error_response(error_for(exc))
         headers = {CONVERSATION_HEADER: parsed.turn.conversation_id} if parsed.turn.conversation_id else None
         if parsed.stream:
             return edge.event_stream(_chunks(events, parsed), headers=headers)

@@ -205,7 +205,9 @@ def test_serve_warns_on_a_public_bind_without_auth(monkeypatch: pytest.MonkeyPat
         serve(42)
 
 
-def call_asgi(app: Any, headers: list[tuple[bytes, bytes]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def call_asgi(
+    app: Any, headers: list[tuple[bytes, bytes]], messages: list[dict[str, Any]], *, path: str = "/v1/chat/completions"
+) -> list[dict[str, Any]]:
     """One request straight into an ASGI app (what no HTTP server would let through: bad headers)."""
     scope = {
         "type": "http",
@@ -213,8 +215,8 @@ def call_asgi(app: Any, headers: list[tuple[bytes, bytes]], messages: list[dict[
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
+        "path": path,
+        "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
         "headers": [(b"host", b"127.0.0.1:8000"), *headers],
@@ -390,3 +392,48 @@ def test_caller_inputs_named_like_run_settings_stay_inputs() -> None:
         events = collect(Edge().run_events(echo, ChatTurn((UserMessage("x"),), agent_inputs=inputs)))
         snapshot = events[-1]
         assert isinstance(snapshot, ScopeSnapshot) and snapshot.state["answer"] == answer
+
+
+def test_a_failure_while_starting_a_turn_is_a_500_in_each_protocols_shape() -> None:
+    import json
+
+    from chatclient.serving import ag_ui_app, ai_sdk_app, openai_app
+
+    def namespace(principal: Any) -> str:
+        raise RuntimeError("the user directory is down")
+
+    client = ChatClient.create(ScriptedChatModel(["unused"]))
+    options: dict[str, Any] = {"auth": lambda request: "ann", "conversation_namespace": namespace}
+    bodies = [
+        (
+            openai_app(client, **options),
+            "/v1/chat/completions",
+            {"model": "chatclient", "messages": [{"role": "user", "content": "hi"}]},
+            [(b"x-conversation-id", b"c1")],
+        ),
+        (
+            ai_sdk_app(client, **options),
+            "/",
+            {"id": "c1", "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]},
+            [],
+        ),
+        (
+            ag_ui_app(client, **options),
+            "/",
+            {
+                "threadId": "c1",
+                "runId": "r1",
+                "state": {},
+                "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            },
+            [],
+        ),
+    ]
+    for app, path, body, headers in bodies:
+        sent = call_asgi(app, headers, [{"type": "http.request", "body": json.dumps(body).encode()}], path=path)
+        assert sent[0]["status"] == 500
+        answer = json.loads(sent[1]["body"])  # the protocol's own error shape, not a bare text page
+        assert "directory" not in json.dumps(answer)
