@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from chatclient import observation
 from chatclient.errors import ToolExecutionError, UnknownToolError
@@ -239,22 +239,27 @@ class ToolCallingManager:
     # -- compensation -----------------------------------------------------------------------------
 
     def _undo_plan(
-        self, plan: _Plan, outcomes: Sequence[tuple[ToolResponse, float]]
+        self, plan: _Plan, outcomes: Sequence[_Outcome]
     ) -> tuple[str, list[tuple[int, Compensator, ToolCallback, ToolExecution]]] | None:
-        """The failed tool's name and the successful calls to undo, last call first (None: nothing to undo)."""
+        """The failed tool's name and the successful calls to undo, last call first (None: nothing to undo).
+
+        An outcome that is an exception is a call whose failure fails the request (a raising policy)."""
         # A call a person denied did not fail: it never ran, and the approved calls stand.
         failed = next(
             (
-                r.name
-                for (call, _), (r, _) in zip(plan.calls, outcomes, strict=True)
-                if r.is_error and _denial(call) is None
+                call.name
+                for (call, _), outcome in zip(plan.calls, outcomes, strict=True)
+                if isinstance(outcome, BaseException) or (outcome[0].is_error and _denial(call) is None)
             ),
             None,
         )
         if failed is None:
             return None
         todo = []
-        for i, ((call, cb), (response, duration)) in enumerate(zip(plan.calls, outcomes, strict=True)):
+        for i, ((call, cb), outcome) in enumerate(zip(plan.calls, outcomes, strict=True)):
+            if isinstance(outcome, BaseException):
+                continue
+            response, duration = outcome
             compensator = getattr(cb, "compensator", None)
             if cb is not None and isinstance(compensator, Compensator) and not response.is_error:
                 record = ToolExecution(call.id, call.name, call.arguments, response.response_data, False, duration)
@@ -270,19 +275,20 @@ class ToolCallingManager:
         return lambda: bind(call.arguments, plan.context)  # type: ignore[no-any-return]
 
     @staticmethod
-    def _undone(outcomes: list[tuple[ToolResponse, float]], i: int, call: ToolCall, failed: str) -> None:
-        duration = outcomes[i][1]
+    def _undone(outcomes: list[_Outcome], i: int, call: ToolCall, failed: str) -> None:
+        done = outcomes[i]  # always a successful call's (response, duration)
+        duration = done[1] if isinstance(done, tuple) else 0.0
         outcomes[i] = (
             ToolResponse(call.id, call.name, rolled_back_message(call.name, failed), is_error=True),
             duration,
         )
 
     def _compensate(
-        self, plan: _Plan, outcomes: list[tuple[ToolResponse, float]]
+        self, plan: _Plan, outcomes: list[_Outcome]
     ) -> tuple[list[tuple[ToolResponse, float]], frozenset[int]]:
         todo = self._undo_plan(plan, outcomes)
         if todo is None:
-            return outcomes, frozenset()
+            return _raise_first(outcomes), frozenset()
         failed, calls = todo
         for i, compensator, cb, record in calls:
             try:
@@ -290,14 +296,14 @@ class ToolCallingManager:
             except Exception as exc:  # best effort: one failing undo must not stop the others
                 log_failed_compensation(record.name, exc)
             self._undone(outcomes, i, plan.calls[i][0], failed)
-        return outcomes, frozenset(i for i, *_ in calls)
+        return _raise_first(outcomes), frozenset(i for i, *_ in calls)
 
     async def _acompensate(
-        self, plan: _Plan, outcomes: list[tuple[ToolResponse, float]]
+        self, plan: _Plan, outcomes: list[_Outcome]
     ) -> tuple[list[tuple[ToolResponse, float]], frozenset[int]]:
         todo = self._undo_plan(plan, outcomes)
         if todo is None:
-            return outcomes, frozenset()
+            return _raise_first(outcomes), frozenset()
         failed, calls = todo
         for i, compensator, cb, record in calls:
             try:
@@ -305,7 +311,7 @@ class ToolCallingManager:
             except Exception as exc:
                 log_failed_compensation(record.name, exc)
             self._undone(outcomes, i, plan.calls[i][0], failed)
-        return outcomes, frozenset(i for i, *_ in calls)
+        return _raise_first(outcomes), frozenset(i for i, *_ in calls)
 
     # -- sync -------------------------------------------------------------------------------------
 
@@ -382,7 +388,9 @@ class ToolCallingManager:
             futures = [
                 pool.submit(contextvars.copy_context().run, self._run, call, cb, plan) for call, cb in plan.calls
             ]
-            outcomes = [f.result() for f in futures]
+            outcomes = [_outcome(f) for f in futures]
+        # A call whose failure fails the request raises from here, after the turn's successful
+        # calls are undone (they took effect even though the request fails).
         return self._finish(plan, *self._compensate(plan, outcomes))
 
     # -- async ------------------------------------------------------------------------------------
@@ -447,12 +455,32 @@ class ToolCallingManager:
         outcomes = await asyncio.gather(
             *(self._arun(c, cb, plan, gate) for c, cb in plan.calls), return_exceptions=True
         )
-        finished: list[tuple[ToolResponse, float]] = []
         for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome  # the first failure in the model's order, after every call finished
-            finished.append(outcome)
-        return self._finish(plan, *await self._acompensate(plan, finished))
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome  # a cancellation or an exit: no undo, the turn was stopped
+        # A call whose failure fails the request raises from here (the first in the model's order),
+        # after every call finished and the turn's successful calls are undone.
+        return self._finish(plan, *await self._acompensate(plan, list(outcomes)))
+
+
+_Outcome: TypeAlias = "tuple[ToolResponse, float] | BaseException"
+"""One call's response and duration, or the exception that fails the request."""
+
+
+def _outcome(future: concurrent.futures.Future[tuple[ToolResponse, float]]) -> _Outcome:
+    """A worker's outcome; an ``Exception`` is kept (to undo the other calls first), anything else raised."""
+    try:
+        return future.result()
+    except Exception as exc:
+        return exc
+
+
+def _raise_first(outcomes: list[_Outcome]) -> list[tuple[ToolResponse, float]]:
+    """``outcomes`` when none is an exception; else the first exception (in the model's order) is raised."""
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes  # type: ignore[return-value]
 
 
 def _denial(call: ToolCall) -> ToolResponse | None:

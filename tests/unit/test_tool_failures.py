@@ -335,6 +335,22 @@ async def test_a_failing_undo_is_logged_and_the_others_still_run(mode: str, capl
     assert [e.compensated for e in result.executions] == [True, True, False]
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("policy", ["raise_on_tool_error", "fail_invocation"])
+async def test_successful_calls_are_undone_when_a_failure_fails_the_request(mode: str, policy: str) -> None:
+    # A policy that raises still leaves the turn's successful calls done: they are undone first.
+    bank = Bank()
+    manager = (
+        ToolCallingManager(raise_on_tool_error=True, max_concurrency=1)
+        if policy == "raise_on_tool_error"
+        else ToolCallingManager(on_execution_error=fail_invocation, max_concurrency=1)
+    )
+    response = calls(("credit", '{"amount": 10}'), ("withdraw", '{"amount": 999}'))
+    with pytest.raises(ToolExecutionError, match="insufficient funds"):
+        await run(manager, mode, response, tools=[bank])
+    assert bank.log == ["credit 10", "undo credit 10"] and bank.balance == 100
+
+
 def test_compensation_misdeclarations_fail_early() -> None:
     with pytest.raises(TypeError, match="compensate= must be a callable"):
         tool(compensate="undo")  # type: ignore[arg-type]
