@@ -16,6 +16,7 @@ from chatclient.testing.doubles import (
     FunctionChatModel,
     RecordingAdvisor,
     ScriptedChatModel,
+    ScriptEntry,
     ScriptExhaustedError,
     response_for,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "Cassette",
     "FunctionChatModel",
     "RecordingAdvisor",
+    "ScriptEntry",
     "ScriptExhaustedError",
     "ScriptedChatModel",
     "response_for",

@@ -187,4 +187,4 @@ class RecordingAdvisor(BaseAdvisor):
         return response
 
 
-__all__ = ["FunctionChatModel", "RecordingAdvisor", "ScriptExhaustedError", "ScriptedChatModel", "response_for"]
+__all__ = ["FunctionChatModel", "RecordingAdvisor", "ScriptEntry", "ScriptExhaustedError", "ScriptedChatModel", "response_for"]
