@@ -308,7 +308,10 @@ def refresh_provided_tools(
     fresh: list[ProvidedTools] = []
     changed = False
     for provider, old in sources:
-        given = provider_callbacks(provider, taken, asked)
+        # On the first turn the request was built a moment ago: only request-aware providers have
+        # something new to see (the memory); the others keep what they just gave.
+        fresh_ask = not only_request_aware or is_request_aware(provider)
+        given = provider_callbacks(provider, taken, asked) if fresh_ask else old
         taken.update(cb.definition.name for cb in given)
         changed = changed or len(given) != len(old) or any(a is not b for a, b in zip(given, old, strict=False))
         fresh.append((provider, given))

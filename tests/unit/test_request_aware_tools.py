@@ -82,6 +82,24 @@ def test_provider_receives_the_request_when_the_request_is_built_and_between_tur
     assert any(m.type.value == "tool" for m in provider.seen[-1].messages)
 
 
+def test_the_first_turn_re_asks_only_request_aware_providers() -> None:
+    # The loop's first turn re-asks request-aware providers (they see memory); a provider that ignores
+    # the request (an MCP server: a tools/list round trip) is not asked a second time for nothing.
+    class Listing:
+        def __init__(self) -> None:
+            self.asked = 0
+
+        def tool_callbacks(self) -> list[Any]:
+            self.asked += 1
+            return [WEATHER]
+
+    listing, tenant = Listing(), TenantTools()
+    model = ScriptedChatModel(["hi"])
+    ChatClient.create(model).prompt("x").tools(listing, tenant).tool_context({"role": "admin"}).call().content()
+    assert listing.asked == 1 and len(tenant.seen) == 2
+    assert [d.name for d in model.prompts[0].tools] == ["get_weather", "admin_reset"]
+
+
 def test_provider_answering_none_offers_nothing() -> None:
     provider = TenantTools()
     model = ScriptedChatModel(["hi"])
