@@ -4,6 +4,7 @@ Providers live in submodules (``chatclient.models.openai``, ``.anthropic``, ``.o
 ``.llamacpp``) and are imported only when used.
 """
 
+from chatclient.models._moved import install as _install_moved_paths
 from chatclient.models.base import (
     BaseChatModel,
     ChatModel,
@@ -16,6 +17,8 @@ from chatclient.models.base import (
     Usage,
     aggregate,
 )
+
+_install_moved_paths()  # chatclient.models.sse and the other earlier paths of the HTTP machinery
 
 __all__ = [
     "BaseChatModel",
