@@ -14,8 +14,8 @@ UPDATE``): the row records the claimant and a lease (``lease_seconds``, renewed 
 second claimant gets ``RunClaimedError`` (``reason="running"``) while the lease is live. A resume
 also presents the suspension it answers (the ``pending`` question and its random token): once a
 resume has spent it, the same scope JSON is refused (``reason="resumed"``), so completed agents never
-run twice. A claimant that died frees the run: at once when it ran on this host (its process id is
-gone), otherwise when its lease expires, or when an operator calls ``store.release(scope_id)``.
+run twice. A claimant that died frees the run: at once when it ran on this host in this PID
+namespace (its process id is gone), otherwise when its lease expires, or when an operator calls ``store.release(scope_id)``.
 Saves under a claim check that the claim is still this run's; a run whose lease expired and was
 taken over stops with ``reason="lost"`` instead of recording more work.
 """
@@ -84,19 +84,33 @@ def _check_lease(lease_seconds: Any) -> float:
     return float(lease_seconds)
 
 
+def _process_space() -> str:
+    """Where this process's ids are valid: the host name, plus on Linux the boot and the PID
+    namespace (containers sharing a host name, or a database, each count their PIDs apart)."""
+    parts = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            parts.append(f.read(64).strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:  # not Linux: the host name alone
+        pass
+    return "/".join(parts)
+
+
 def new_owner() -> str:
-    """A claimant's name: this host, this process and a random part (unique per run)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(8).hex()}"
+    """A claimant's name: this host (and PID namespace), this process and a random part (unique per run)."""
+    return f"{_process_space()}:{os.getpid()}:{os.urandom(8).hex()}"
 
 
 def _owner_gone(owner: str) -> bool:
-    """True when ``owner`` ran on this host in a process that no longer exists (a crash or a kill)."""
+    """True when ``owner`` ran on this host, in this PID namespace, in a process that no longer
+    exists (a crash or a kill)."""
     host, _, rest = owner.rpartition(":")[0].rpartition(":")
     try:
         pid = int(rest)
     except ValueError:
         return False
-    if host != socket.gethostname() or pid == os.getpid() or os.name != "posix" or pid <= 0:
+    if host != _process_space() or pid == os.getpid() or os.name != "posix" or pid <= 0:
         return False
     try:
         os.kill(pid, 0)

@@ -346,6 +346,27 @@ def test_a_claim_from_another_host_holds_until_its_lease_expires_or_it_is_releas
     assert paid == ["prepare", "pay", "prepare", "pay"]
 
 
+def test_a_claim_from_a_same_named_host_in_another_pid_namespace_holds(spec: Any) -> None:
+    # Replicas of one container image often share a host name and number their PIDs from 1: a PID
+    # that is not running here says nothing about a claimant in another container.
+    import socket
+
+    paid: list[str] = []
+    wf = payment_workflow(paid)
+    store = open_store(spec)
+    text = wf.run(amount=1, scope_id="replica", scope_store=store).suspended.scope.to_json()  # type: ignore[union-attr]
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    pid = int(finished.stdout)  # a PID with no process behind it here
+    _set_claim(spec, "replica", f"{socket.gethostname()}/other-boot/pid:[1]:{pid}:feedface", time.time() + 3600)
+    with pytest.raises(RunClaimedError) as info:
+        wf.resume(text, "yes", scope_store=store)
+    assert info.value.reason == "running" and paid == ["prepare"]
+    _set_claim(spec, "replica", f"{socket.gethostname()}:{pid}:feedface", time.time() + 3600)  # host name only
+    with pytest.raises(RunClaimedError):
+        wf.resume(text, "yes", scope_store=store)
+    assert paid == ["prepare"]
+
+
 def test_a_run_whose_claim_was_taken_over_stops_before_the_next_step(spec: Any) -> None:
     calls: list[str] = []
     store = open_store(spec)
