@@ -14,13 +14,42 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from chatclient.errors import ModelResponseError
 from chatclient.messages import AssistantMessage
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
 
-__all__ = ["NO_FINISH", "message_chunk", "message_generation", "text_chunk", "text_generation"]
+__all__ = [
+    "MAX_CHOICES",
+    "NO_FINISH",
+    "choice_index",
+    "message_chunk",
+    "message_generation",
+    "text_chunk",
+    "text_generation",
+]
 
 NO_FINISH = GenerationMetadata()
 """The metadata of every delta generation (no finish reason yet, nothing extra): one shared object."""
+
+MAX_CHOICES = 128
+"""Choices (candidates) one streamed answer may name: OpenAI's ``n`` stops at 128, Gemini's
+``candidateCount`` lower. Each index below the one named costs a placeholder generation, so a larger
+one is refused rather than allocated."""
+
+
+def choice_index(value: Any) -> int:
+    """The index a stream chunk gives a choice, as an int in ``[0, MAX_CHOICES)``; anything else is a
+    ``ModelResponseError`` (a non-numeric index still fails as ``int()`` fails, mapped by the model)."""
+    try:
+        index = value if type(value) is int else int(value)
+    except OverflowError:  # an infinite float
+        index = -1
+    if 0 <= index < MAX_CHOICES:
+        return index
+    raise ModelResponseError(
+        f"a stream chunk names choice {str(value)[:40]}; indexes 0..{MAX_CHOICES - 1} are accepted"
+    )
+
 
 _EMPTY_MESSAGE = AssistantMessage()
 _MESSAGE_FIELDS = ("text", "tool_calls", "metadata", "reasoning", "refusal", "hosted_tool_calls", "citations")

@@ -59,7 +59,7 @@ from chatclient.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from chatclient.models._chunks import message_chunk, message_generation, text_generation
+from chatclient.models._chunks import choice_index, message_chunk, message_generation, text_generation
 from chatclient.models.base import (
     ChatResponse,
     ChatResponseMetadata,
@@ -634,7 +634,7 @@ class GeminiStreamParser:
         for candidate in payload.get("candidates") or []:
             if not isinstance(candidate, Mapping):
                 continue
-            index = int(candidate.get("index") or 0)
+            index = choice_index(candidate.get("index") or 0)
             state = self._candidates.setdefault(index, _CandidateStream())
             delta = self._delta(candidate, state)
             if delta is not None:

@@ -30,7 +30,7 @@ from chatclient.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from chatclient.models._chunks import message_chunk, message_generation, text_generation
+from chatclient.models._chunks import MAX_CHOICES, choice_index, message_chunk, message_generation, text_generation
 from chatclient.models.base import (
     ChatResponse,
     ChatResponseMetadata,
@@ -531,8 +531,8 @@ class OpenAIStreamParser:
         if len(choices) == 1:  # the common case, kept cheap: one choice per event
             choice = choices[0]
             index = choice.get("index", 0)
-            if type(index) is not int:
-                index = int(index)
+            if type(index) is not int or not 0 <= index < MAX_CHOICES:
+                index = choice_index(index)
             state = self._choices.get(index) or self._choice(index)
             gen = self._choice_delta(choice, state)
             if gen is None:
@@ -541,7 +541,7 @@ class OpenAIStreamParser:
         else:
             deltas: dict[int, Generation] = {}
             for choice in choices:
-                index = int(choice.get("index", 0))
+                index = choice_index(choice.get("index", 0))
                 delta_gen = self._choice_delta(choice, self._choice(index))
                 if delta_gen is not None:
                     deltas[index] = delta_gen

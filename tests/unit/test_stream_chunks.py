@@ -14,7 +14,9 @@ from chatclient.messages import AssistantMessage, Reasoning
 from chatclient.models import _chunks
 from chatclient.models.anthropic import AnthropicChatModel
 from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generation, GenerationMetadata
+from chatclient.models.gemini import GeminiChatModel
 from chatclient.models.http.sse import LineDecoder, SSEDecoder, parse_event_json, parse_json
+from chatclient.models.openai import OpenAIChatModel
 from chatclient.prompt import Prompt
 from tests.support import LoopbackServer, server_fixtures
 from tests.support.loopback import SSE, anthropic_stream
@@ -203,3 +205,50 @@ def test_an_anthropic_text_that_is_not_a_string_is_a_typed_error(
     assert isinstance(error, ModelResponseError), error
     assert "not a string" in str(error)
     assert all(t is None or isinstance(t, str) for t in got)
+
+
+def _stream_error(model: Any, use_async: bool) -> BaseException | None:
+    async def collect() -> None:
+        async for _ in model.astream(Prompt("hi")):
+            pass
+
+    try:
+        if use_async:
+            asyncio.run(collect())
+        else:
+            for _ in model.stream(Prompt("hi")):
+                pass
+    except Exception as exc:  # the test checks the type
+        return exc
+    return None
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("index", [1000, -1, 10**20, 1e999, "x"])
+@pytest.mark.parametrize("many", [False, True])
+def test_an_openai_choice_index_out_of_bounds_is_a_typed_error(
+    server: LoopbackServer, use_async: bool, index: Any, many: bool
+) -> None:
+    # Each index below the one named costs a placeholder generation: a hostile index must be refused
+    # (before, 10**20 escaped as a bare OverflowError and 5*10**8 ran out of memory).
+    choices = [{"index": index, "delta": {"content": "a"}, "finish_reason": None}]
+    if many:
+        choices.insert(0, {"index": 0, "delta": {"content": "b"}, "finish_reason": None})
+    events = [{"id": "c1", "model": "m", "choices": choices}]
+    server.script("/v1/chat/completions", SSE(events))
+    with OpenAIChatModel("m", api_key="sk-test", base_url=f"{server.url}/v1", max_retries=0) as model:
+        error = _stream_error(model, use_async)
+    assert isinstance(error, ModelResponseError), repr(error)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("index", [1000, -1, 10**20, 1e999, "x"])
+def test_a_gemini_candidate_index_out_of_bounds_is_a_typed_error(
+    server: LoopbackServer, use_async: bool, index: Any
+) -> None:
+    events = [{"candidates": [{"index": index, "content": {"parts": [{"text": "a"}]}, "finishReason": "STOP"}]}]
+    path = "/v1beta/models/g:streamGenerateContent?alt=sse"
+    server.script(path, SSE(events, done=False))
+    with GeminiChatModel("g", api_key="AIza-test", base_url=server.url, max_retries=0) as model:
+        error = _stream_error(model, use_async)
+    assert isinstance(error, ModelResponseError), repr(error)
