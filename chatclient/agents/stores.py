@@ -226,10 +226,13 @@ def claim_run(store: ScopeStore, scope: AgenticScope, *, resume: bool = False) -
 
     With ``resume=True`` the stored scope must still wait on the suspension ``scope`` answers.
     A store without ``claim`` (one of your own) is used as before: no claim, the stored scope is
-    loaded for a plain run.
+    loaded for a plain run; a resume is spent in this process, as without a store.
     """
     claim = getattr(store, "claim", None)
     if not callable(claim):
+        if resume and scope._pending is not None:
+            spent_resumes.spend(scope.id, scope._pending)
+            return scope, store
         stored = None if resume else store.load(scope.id)
         return (stored if stored is not None else scope), store
     owner = new_owner()

@@ -103,6 +103,33 @@ def test_replayed_scope_json_is_refused_and_pay_runs_once(spec: Any) -> None:
     assert again.output == "paid invoice for 10 (yes)" and paid == ["prepare", "pay"]
 
 
+def test_a_store_of_ones_own_without_claims_still_resumes_once_in_this_process() -> None:
+    # A ScopeStore without claim()/release() cannot refuse a replay across processes, but in this
+    # process the replayed JSON is refused as it is without any store.
+    class DictStore:
+        def __init__(self) -> None:
+            self.data: dict[str, str] = {}
+
+        def save(self, scope: AgenticScope) -> None:
+            self.data[scope.id] = scope.to_json()
+
+        def load(self, scope_id: str) -> AgenticScope | None:
+            text = self.data.get(scope_id)
+            return None if text is None else AgenticScope.from_json(text)
+
+        def delete(self, scope_id: str) -> None:
+            self.data.pop(scope_id, None)
+
+    paid: list[str] = []
+    wf = payment_workflow(paid)
+    store = DictStore()
+    text = wf.run(amount=3, scope_id=f"own-{uuid.uuid4().hex}", scope_store=store).suspended.scope.to_json()  # type: ignore[union-attr]
+    assert wf.resume(text, "yes", scope_store=store).output == "paid invoice for 3 (yes)"
+    with pytest.raises(RunClaimedError) as info:
+        wf.resume(text, "yes", scope_store=store)
+    assert info.value.reason == "resumed" and paid == ["prepare", "pay"]
+
+
 def test_a_scope_suspended_without_a_store_is_claimed_in_the_store_it_is_resumed_with(spec: Any) -> None:
     paid: list[str] = []
     wf = payment_workflow(paid)
