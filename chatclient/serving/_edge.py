@@ -87,6 +87,9 @@ T = TypeVar("T")
 _log = logging.getLogger("chatclient.serving")
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
+BODY_READ_SECONDS = 30.0
+"""How long a request body may take to arrive in full (408 after): a client that sends its body a byte at
+a time must not hold a connection and a worker for ever."""
 SINGLE_TARGET_NAME = "chatclient"
 """The model name of a single (unnamed) target."""
 BUDGET_RETRY_AFTER = 60
@@ -534,9 +537,18 @@ class Edge:
                 raise EdgeError(400, "Invalid Content-Length header.")
             if int(length) > self.max_body_bytes:
                 raise self._too_large()
+        try:
+            async with asyncio.timeout(BODY_READ_SECONDS):
+                return await self._receive_body(request.receive)
+        except TimeoutError:
+            raise EdgeError(
+                408, f"The request body did not arrive within {BODY_READ_SECONDS:g} seconds.", code="request_timeout"
+            ) from None
+
+    async def _receive_body(self, receive: Any) -> bytes:
+        # the raw ASGI messages: cheaper than Starlette's body stream
         chunks: list[bytes] = []
         size = 0
-        receive = request.receive  # the raw ASGI messages: cheaper than Starlette's body stream
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":

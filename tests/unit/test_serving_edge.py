@@ -437,3 +437,30 @@ def test_a_failure_while_starting_a_turn_is_a_500_in_each_protocols_shape() -> N
         assert sent[0]["status"] == 500
         answer = json.loads(sent[1]["body"])  # the protocol's own error shape, not a bare text page
         assert "directory" not in json.dumps(answer)
+
+
+def test_a_body_that_trickles_in_past_the_read_limit_is_answered_408(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client sending its body a byte at a time cannot hold the connection for ever (slowloris)."""
+    from chatclient.serving import _edge, openai_app
+
+    monkeypatch.setattr(_edge, "BODY_READ_SECONDS", 0.2)
+    model = ScriptedChatModel()
+    app = openai_app(ChatClient.create(model))
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions", "root_path": "", "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1:8000")], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000),
+    }  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0.05)  # one byte every 50 ms, never the end
+        return {"type": "http.request", "body": b" ", "more_body": True}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 408
+    assert b"did not arrive within 0.2 seconds" in b"".join(m.get("body", b"") for m in sent)
+    assert model.prompts == []
