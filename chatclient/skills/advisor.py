@@ -62,6 +62,19 @@ class SkillsAdvisor(BaseAdvisor):
 
     def tool_callbacks(self) -> tuple[ToolCallback, ...]:
         """The tools bound to this advisor's skills (``read_skill_resource`` only when a skill has resources)."""
+        # Built once (their schemas cost ~2 ms), again only when the skills or the cap changed.
+        key = (tuple(self.skills.items()), self.max_resource_bytes)
+        built = self.__dict__.get("_tools")
+        if built is None or built[0] != key:
+            built = self._tools = (key, self._build_tools())
+        return built[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_tools", None)  # local functions: rebuilt after unpickling
+        return state
+
+    def _build_tools(self) -> tuple[ToolCallback, ...]:
         skills, cap = self.skills, self.max_resource_bytes
 
         def find(skill_name: str) -> Skill:

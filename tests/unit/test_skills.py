@@ -247,6 +247,20 @@ def test_advisor_pickles_and_repr(skills_dir: Path) -> None:
     assert "haiku" in repr(advisor)
 
 
+def test_the_skill_tools_are_built_once_and_the_advisor_still_pickles_after_use(skills_dir: Path) -> None:
+    # Building the two tools (their JSON schemas) took ~2 ms: not once per request.
+    advisor = SkillsAdvisor(load_skills(skills_dir))
+    first = advisor.tool_callbacks()
+    assert [a is b for a, b in zip(first, advisor.tool_callbacks(), strict=True)] == [True, True]
+    copy = pickle.loads(pickle.dumps(advisor))
+    read = {cb.definition.name: cb for cb in copy.tool_callbacks()}["read_skill_resource"]
+    assert "20 %" in str(read.call(json.dumps({"skill_name": "invoices", "relative_path": "reference.md"})))
+    advisor.max_resource_bytes = 3  # a setting changed after use is honoured
+    read = {cb.definition.name: cb for cb in advisor.tool_callbacks()}["read_skill_resource"]
+    with pytest.raises(ToolExecutionError, match="over 3 bytes"):
+        read.call(json.dumps({"skill_name": "invoices", "relative_path": "reference.md"}))
+
+
 def test_without_resources_only_activate_skill_is_offered() -> None:
     model = ScriptedChatModel(["hi"])
     ChatClient.create(model).prompt("x").advisors(SkillsAdvisor(Skill("greet", "Greet people", "Wave."))).call().content()
