@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import inspect
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -49,23 +50,39 @@ _LIVE_ARGUMENTS = {
 }
 
 
-_SECRET_ARGUMENT = re.compile(r"api_?key|token|secret|password|credential|auth|headers|dsn", re.IGNORECASE)
+# "url" too: a connection URL may carry a password (redis://:pw@host).
+_SECRET_ARGUMENT = re.compile(r"api_?key|token|secret|password|credential|auth|headers|dsn|url", re.IGNORECASE)
+
+
+def _mask(name: str, value: Any) -> Any:
+    return masked_copy(value) if _SECRET_ARGUMENT.search(name) and not callable(value) else value
 
 
 def _masked(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The recorded keyword arguments with every secret-bearing one wrapped (masked in any repr)."""
-    return {
-        name: masked_copy(value) if _SECRET_ARGUMENT.search(name) and not callable(value) else value
-        for name, value in kwargs.items()
-    }
+    return {name: _mask(name, value) for name, value in kwargs.items()}
+
+
+def _positional_names(init: Callable[..., None]) -> tuple[str, ...]:
+    """The names of ``init``'s positional parameters after ``self`` (so a secret given by position
+    is masked as one given by name)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    try:
+        params = [p.name for p in inspect.signature(init).parameters.values() if p.kind in kinds]
+    except (TypeError, ValueError):
+        return ()
+    return tuple(params[1:])
 
 
 def _recording(init: Callable[..., None]) -> Callable[..., None]:
+    names = _positional_names(init)
+
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         # The outermost __init__ records (a subclass calling super().__init__ keeps its own arguments).
         if "_init_call" not in self.__dict__:
-            self.__dict__["_init_call"] = (args, _masked(kwargs))
+            recorded = tuple(_mask(name, value) for name, value in zip(names, args, strict=False)) + args[len(names) :]
+            self.__dict__["_init_call"] = (recorded, _masked(kwargs))
         init(self, *args, **kwargs)
 
     __init__.__chatclient_recording__ = True  # type: ignore[attr-defined]
@@ -75,8 +92,12 @@ def _recording(init: Callable[..., None]) -> Callable[..., None]:
 def _rebuild(cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # Secrets were wrapped when recorded: the constructor gets the values themselves (a pickle made
     # before the wrapping carries plain values, which pass through unchanged).
-    plain = {name: dict(value) if isinstance(value, MaskedMapping) else reveal(value) for name, value in kwargs.items()}
-    return cls(*args, **plain)
+    plain = {name: _plain(value) for name, value in kwargs.items()}
+    return cls(*(_plain(value) for value in args), **plain)
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, MaskedMapping) else reveal(value)
 
 
 class Reconstructible:

@@ -216,3 +216,16 @@ def test_a_prompt_and_a_used_scripted_model_pickle() -> None:
     assert ChatClient.create(model).prompt("x").call().content() == "a"
     copy = pickle.loads(pickle.dumps(model))
     assert copy.prompts[0].user_message.text == "x"
+
+
+def test_a_secret_passed_positionally_is_masked_where_the_arguments_are_recorded() -> None:
+    # Keyword secrets were wrapped; a URL with a password given as the first positional argument
+    # must not show in repr(vars(...)) either, and must still travel and compare equal.
+    from chatclient.memory.redis import RedisChatMemoryRepository
+
+    url = "redis://:hunter2-redis-password@127.0.0.1:6379/0"
+    repo = RedisChatMemoryRepository(url, prefix="x:")
+    assert "hunter2-redis-password" not in repr(vars(repo))
+    copy = roundtrip(repo)
+    assert copy == repo and copy == RedisChatMemoryRepository(url, prefix="x:") and copy.prefix == "x:"
+    assert "hunter2-redis-password" not in repr(vars(copy))
