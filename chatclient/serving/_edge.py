@@ -209,6 +209,9 @@ def error_for(exc: BaseException) -> EdgeError:
                 502, f"The upstream model failed ({detail}).", type="upstream_error", code="upstream_error"
             )
         current = current.__cause__ or current.__context__
+    # The caller sees nothing of it; the operator gets the traceback (as Starlette logs an unhandled error).
+    # Model failures never reach this line: they are 502s above, whose provider text is never shown.
+    _log.error("serving: unexpected %s while answering a request", type(exc).__name__, exc_info=exc)
     return EdgeError(500, "Internal error.", type="server_error", code="internal_error")
 
 

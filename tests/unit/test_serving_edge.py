@@ -464,3 +464,16 @@ def test_a_body_that_trickles_in_past_the_read_limit_is_answered_408(monkeypatch
     assert sent[0]["status"] == 408
     assert b"did not arrive within 0.2 seconds" in b"".join(m.get("body", b"") for m in sent)
     assert model.prompts == []
+
+
+def test_an_internal_error_is_logged_for_the_operator_and_hidden_from_the_caller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("ERROR", logger="chatclient.serving"):
+        error = error_for(ZeroDivisionError("division by zero in my advisor"))
+    assert (error.status, error.message) == (500, "Internal error.")
+    assert "unexpected ZeroDivisionError" in caplog.text and "division by zero in my advisor" in caplog.text
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="chatclient.serving"):
+        error_for(RateLimitError("slow down", retry_after=2.0))
+    assert caplog.text == ""  # refusals and model failures are answers, not server errors
