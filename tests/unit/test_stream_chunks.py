@@ -252,3 +252,18 @@ def test_a_gemini_candidate_index_out_of_bounds_is_a_typed_error(
     with GeminiChatModel("g", api_key="AIza-test", base_url=server.url, max_retries=0) as model:
         error = _stream_error(model, use_async)
     assert isinstance(error, ModelResponseError), repr(error)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_malformed_event_after_a_chunk_of_the_same_read_is_raised_after_it(
+    server: LoopbackServer, use_async: bool
+) -> None:
+    # As for an error event: the chunk that came before in the same read still reaches the caller
+    # (one read holds many events; it used to be dropped with the read's other chunks).
+    events = [*anthropic_stream(("Hi",), stop=False)[:4], "{not json"]
+    server.script(PATH, SSE(events, done=False, split=(1 << 20,)))  # the whole body in one frame
+    with _model(server) as model:
+        got, error = _read(model, use_async)
+    assert got == ["Hi"]
+    assert isinstance(error, ModelResponseError) and "malformed JSON" in str(error)
+    assert len(server.requests_to(PATH)) == 1

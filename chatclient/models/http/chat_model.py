@@ -212,12 +212,12 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
                 batches = _each_alone(lines.chunks()) if getattr(parser, "raw_bytes", False) else lines.batches()
                 for batch in batches:
                     out: list[ChatResponse] = []
-                    error: ModelHTTPError | None = None
+                    error: Exception | None = None
                     try:
                         self._feed_batch(parser, batch, out)
-                    except ModelHTTPError as exc:
+                    except Exception as exc:  # raised after the chunks of the lines before it
                         error = exc
-                    if error is not None and not (emitted or out):
+                    if isinstance(error, ModelHTTPError) and not (emitted or out):
                         failure = error  # nothing was emitted yet: retried like its status
                         break
                     if out:
@@ -255,12 +255,12 @@ class HTTPChatModel(BaseChatModel, PooledHTTPResource):
                 batches = _aeach_alone(lines.chunks()) if getattr(parser, "raw_bytes", False) else lines.batches()
                 async for batch in batches:
                     out: list[ChatResponse] = []
-                    error: ModelHTTPError | None = None
+                    error: Exception | None = None
                     try:
                         self._feed_batch(parser, batch, out)
-                    except ModelHTTPError as exc:
+                    except Exception as exc:  # raised after the chunks of the lines before it
                         error = exc
-                    if error is not None and not (emitted or out):
+                    if isinstance(error, ModelHTTPError) and not (emitted or out):
                         failure = error  # nothing was emitted yet: retried like its status
                         break
                     if out:
