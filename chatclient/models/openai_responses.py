@@ -558,6 +558,8 @@ class ResponsesStreamParser:
         kind = payload.get("type") or sse.last_event
         if kind == "response.output_text.delta":
             delta = payload.get("delta") or ""
+            if type(delta) is not str:
+                raise ModelResponseError(f"a Responses output_text delta is not a string (got {type(delta).__name__})")
             if not delta:
                 return []
             part = (payload.get("item_id"), payload.get("content_index"))

@@ -17,6 +17,7 @@ from chatclient.models.base import ChatResponse, ChatResponseMetadata, Generatio
 from chatclient.models.gemini import GeminiChatModel
 from chatclient.models.http.sse import LineDecoder, SSEDecoder, parse_event_json, parse_json
 from chatclient.models.openai import OpenAIChatModel
+from chatclient.models.openai_responses import OpenAIResponsesModel
 from chatclient.prompt import Prompt
 from tests.support import LoopbackServer, server_fixtures
 from tests.support.loopback import SSE, anthropic_stream
@@ -267,3 +268,20 @@ def test_a_malformed_event_after_a_chunk_of_the_same_read_is_raised_after_it(
     assert got == ["Hi"]
     assert isinstance(error, ModelResponseError) and "malformed JSON" in str(error)
     assert len(server.requests_to(PATH)) == 1
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("delta", [5, ["a"], {"a": 1}])
+def test_a_responses_text_delta_that_is_not_a_string_is_a_typed_error(
+    server: LoopbackServer, use_async: bool, delta: Any
+) -> None:
+    # A list or mapping passed on as a chunk's text (only a number failed, on len()).
+    events = [
+        {"type": "response.created", "response": {"id": "r1", "model": "m"}},
+        {"type": "response.output_text.delta", "item_id": "i1", "content_index": 0, "delta": delta},
+        {"type": "response.completed", "response": {"id": "r1", "model": "m", "status": "completed", "output": []}},
+    ]
+    server.script("/v1/responses", SSE(events, done=False))
+    with OpenAIResponsesModel("m", api_key="sk-test", base_url=f"{server.url}/v1", max_retries=0) as model:
+        error = _stream_error(model, use_async)
+    assert isinstance(error, ModelResponseError) and "not a string" in str(error), repr(error)
