@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from chatclient.errors import SharedStateError
 from chatclient.memory._errors import connection_secrets, scrub_text
+from chatclient.redaction import Secret
 
 __all__ = ["RedisState"]
 
@@ -37,14 +38,19 @@ class RedisState:
     def __init__(self, url: str, *, timeout: float = 2.0) -> None:
         if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(f"redis_url must be a redis://, rediss:// or unix:// URL, got {type(url).__name__}")
-        self.url = url
+        self._url = Secret(url)  # may carry a password: kept out of repr(vars(state))
         self.timeout = timeout
         self._client: Any = None
         self._scripts: dict[str, Any] = {}
         self._lock = threading.Lock()
         parts = urlsplit(url)
         self.where = parts.path if parts.scheme == "unix" else f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
-        self._secrets: Sequence[str] = connection_secrets(url)
+        self._secrets = Secret(tuple(connection_secrets(url)))
+
+    @property
+    def url(self) -> str:
+        """The Redis URL as given (password included: never for a message)."""
+        return str(self._url.reveal())
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "timeout": self.timeout}
@@ -53,7 +59,7 @@ class RedisState:
         self.__init__(state["url"], timeout=state["timeout"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        return f"RedisState({scrub_text(self.url, self._secrets)!r})"
+        return f"RedisState({scrub_text(self.url, self._secrets.reveal())!r})"
 
     def client(self) -> Any:
         if self._client is None:
@@ -66,7 +72,7 @@ class RedisState:
         return self._client
 
     def error(self, operation: str, exc: BaseException) -> SharedStateError:
-        reason = " ".join(scrub_text(f"{type(exc).__name__}: {exc}", self._secrets).split())[:300]
+        reason = " ".join(scrub_text(f"{type(exc).__name__}: {exc}", self._secrets.reveal()).split())[:300]
         return SharedStateError(
             f"shared {operation} state: Redis at {self.where} failed ({reason}); is Redis running at {self.where}, "
             "and are the URL's database number, user and password right? (on_redis_error='local' keeps counting "

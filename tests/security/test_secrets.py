@@ -277,3 +277,19 @@ def test_injected_client_errors_are_scrubbed(server: LoopbackServer) -> None:
             model.call(Prompt("x"))
     assert info.value.request_id == "req_42"
     assert_no_leak(str(info.value) + (info.value.body or ""), KEY)
+
+
+def test_shared_redis_state_keeps_its_url_password_out_of_vars() -> None:
+    # RedisState (behind RateLimiter/Budget redis_url=) kept the URL and its password in plain
+    # attributes: repr(vars(limiter)) or a traceback's locals showed them.
+    import pickle
+
+    from chatclient.resilience.redis_state import RedisState
+
+    url = "redis://:hunter2-fleet-password@127.0.0.1:6379/0"
+    state = RedisState(url)
+    assert "hunter2-fleet-password" not in repr(vars(state))
+    assert "hunter2-fleet-password" not in repr(state)
+    assert state.url == url and pickle.loads(pickle.dumps(state)).url == url
+    error = state.error("rate", ConnectionError(f"cannot reach {url}"))
+    assert "hunter2-fleet-password" not in str(error)
