@@ -69,7 +69,8 @@ def _matches(value: str, patterns: Iterable[str], *, default_port_ok: bool) -> b
             return True
         if pattern.endswith(":*"):
             base = pattern[:-2]
-            if value.startswith(base + ":") and value[len(base) + 1 :].isdigit():
+            port = value[len(base) + 1 :]
+            if value.startswith(base + ":") and port.isascii() and port.isdigit():
                 return True
             if default_port_ok and value == base:  # "localhost:*" admits "localhost" (the default port)
                 return True
@@ -145,15 +146,16 @@ class HostOriginGuard:
             or not _matches(hosts[0], self.hosts, default_port_ok=True)
         ):
             return Refusal(421, "Invalid Host header: this server does not answer to that name")
-        if origins and self.origins is not None and (
-            len(origins) != 1
-            # "null" (sandboxed frames, file:// pages) is never a trusted browser origin
-            or origins[0] == "null"
-            or len(origins[0]) > _MAX_HEADER_CHARS
-            or not _matches(origins[0], self.origins, default_port_ok=True)
-        ):
+        if origins and (len(origins) != 1 or not self.allows_origin(origins[0])):
             return Refusal(403, "Invalid Origin header: this origin may not call this server")
         return None
+
+    def allows_origin(self, origin: str) -> bool:
+        """Whether a browser with this ``Origin`` may call the server (the gate's rule, also CORS's)."""
+        if self.origins is None:
+            return True
+        # "null" (sandboxed frames, file:// pages) is never a trusted browser origin
+        return origin != "null" and len(origin) <= _MAX_HEADER_CHARS and _matches(origin, self.origins, default_port_ok=True)
 
 
 async def call_auth(auth: AuthHook, request: Any) -> Any:

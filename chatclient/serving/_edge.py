@@ -436,18 +436,6 @@ class JsonAnswer:
         await send({"type": "http.response.body", "body": self.body})
 
 
-def _origin_regex(patterns: Sequence[str]) -> str:
-    import re
-
-    parts = []
-    for pattern in patterns:
-        if pattern.endswith(":*"):
-            parts.append(re.escape(pattern[:-2]) + r"(:\d+)?")
-        else:
-            parts.append(re.escape(pattern))
-    return "(" + "|".join(parts) + ")"
-
-
 class Edge:
     """The options and shared machinery of one serving app (see the module docs)."""
 
@@ -510,10 +498,15 @@ class Edge:
         origins = self.guard.origins
         if not origins:
             return ServingApp(gate, self)
+        guard = self.guard
+
+        class GuardedCORS(CORSMiddleware):
+            def is_allowed_origin(self, origin: str) -> bool:
+                return guard.allows_origin(origin)  # the gate's own rule: one matcher for both
+
         # Preflights carry no credentials, so CORS answers them before the auth hook runs.
-        cors = CORSMiddleware(
+        cors = GuardedCORS(
             gate,
-            allow_origin_regex=_origin_regex(origins),
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["*"],
             allow_credentials=True,

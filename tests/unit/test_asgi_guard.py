@@ -332,3 +332,26 @@ def test_a_custom_renderer_shapes_the_refusal() -> None:
 def test_a_hook_that_is_not_callable_is_refused_when_wrapping() -> None:
     with pytest.raises(TypeError, match="auth takes a function"):
         guarded(Inner(), LOOPBACK, "secret")  # type: ignore[arg-type]
+
+
+def test_a_port_wildcard_takes_ascii_digits_only() -> None:
+    guard = HostOriginGuard.for_bind("127.0.0.1")
+    assert guard.check([(b"host", b"localhost:8000")]) is None
+    refusal = guard.check([(b"host", "localhost:\u00b2".encode("latin-1"))])  # a superscript two
+    assert refusal is not None and refusal.status == 421
+    assert not guard.allows_origin("http://localhost:\u00b2")
+
+
+def test_allows_origin_is_the_rule_check_applies() -> None:
+    guard = HostOriginGuard.for_bind("127.0.0.1", allowed_origins=["https://app.example.com"])
+    for origin, allowed in [
+        ("https://app.example.com", True),
+        ("HTTPS://APP.EXAMPLE.COM", True),
+        ("http://localhost:5173", True),
+        ("null", False),
+        ("https://evil.example", False),
+        ("https://app.example.com." + "a" * 2000, False),
+    ]:
+        assert guard.allows_origin(origin) is allowed, origin
+        headers = [(b"host", b"127.0.0.1:8000"), (b"origin", origin.encode())]
+        assert (guard.check(headers) is None) is allowed, origin
