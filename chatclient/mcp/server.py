@@ -508,19 +508,15 @@ def _bearer_challenge(metadata_url: str) -> Callable[[Any], Any]:
 
 def _with_resource_metadata(app: Any, guard: HostOriginGuard, resource: ProtectedResource) -> Any:
     """``app``, plus the public RFC 9728 document at its well-known path (behind the Host/Origin check only)."""
-    from starlette.responses import JSONResponse, PlainTextResponse
+    from starlette.responses import JSONResponse
 
-    document = resource.metadata()
+    # the document behind the same gate, without the auth hook (a client reads it before it has a token)
+    metadata = guarded(JSONResponse(resource.metadata(), headers={"Cache-Control": "max-age=3600"}), guard)
     paths = {resource.metadata_path, "/.well-known/oauth-protected-resource"}
 
     async def serve_metadata(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope.get("path") in paths:
-            refusal = guard.check(scope.get("headers") or ())
-            if refusal is not None:
-                response: Any = PlainTextResponse(refusal.message, status_code=refusal.status)
-            else:
-                response = JSONResponse(document, headers={"Cache-Control": "max-age=3600"})
-            await response(scope, receive, send)
+            await metadata(scope, receive, send)
             return
         await app(scope, receive, send)
 

@@ -120,6 +120,27 @@ def test_protected_resource_needs_an_auth_hook_and_absolute_urls() -> None:
         ProtectedResource("http://127.0.0.1:1/mcp", [])
 
 
+def test_the_metadata_document_is_public_but_behind_the_host_and_origin_gate() -> None:
+    import asyncio
+
+    import httpx
+
+    from chatclient.mcp.server import build_server, http_app
+
+    resource = ProtectedResource("http://127.0.0.1:1/mcp", ["http://127.0.0.1:2"])
+    app = http_app(build_server(), auth=lambda request: False, protected_resource=resource)
+
+    async def get(host: str, origin: str | None = None) -> httpx.Response:
+        headers = {"host": host} | ({"origin": origin} if origin else {})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x") as client:
+            return await client.get("/.well-known/oauth-protected-resource", headers=headers)
+
+    ok = asyncio.run(get("127.0.0.1:1"))
+    assert ok.status_code == 200 and ok.json()["resource"] == "http://127.0.0.1:1/mcp"  # no token needed
+    assert asyncio.run(get("evil.example")).status_code == 421
+    assert asyncio.run(get("127.0.0.1:1", "https://evil.example")).status_code == 403
+
+
 # -- client credentials ------------------------------------------------------------------------------
 
 
