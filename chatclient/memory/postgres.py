@@ -33,6 +33,7 @@ from chatclient.memory.base import MessageUpdate, check_conversation_id, check_m
 from chatclient.memory.serialization import message_from_dict, message_to_dict
 from chatclient.memory.sqlite import check_identifier
 from chatclient.messages import Message
+from chatclient.redaction import Secret
 
 # Connections inherited through fork() must never be closed by the child (closing would end the
 # parent's session on the shared socket), so the child parks them here for the life of the process.
@@ -72,40 +73,8 @@ def _store_errors(psycopg: Any, dsn: str) -> StoreErrors:
     )
 
 
-class _HiddenDsn:
-    """The connection string as given, password included, kept where ``repr``, ``vars`` and logs do
-    not show it (the public ``dsn`` attribute holds the redacted form)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<hidden DSN>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _HiddenDsn) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-
-def _hide_recorded_dsn(obj: Any, hidden: _HiddenDsn) -> None:
-    """Where the constructor's arguments are recorded (for pickling and equality), keep the DSN
-    hidden there too; it pickles as itself and the constructor takes it back."""
-    call = obj.__dict__.get("_init_call")
-    if not isinstance(call, tuple) or len(call) != 2:
-        return
-    args, kwargs = call
-    if args:
-        args = (hidden, *args[1:])
-    elif "dsn" in kwargs:
-        kwargs = {**kwargs, "dsn": hidden}
-    obj.__dict__["_init_call"] = (args, kwargs)
+# Pickles made before the DSN was kept in a ``Secret`` name this class; they load as a Secret.
+_HiddenDsn = Secret
 
 
 def _lock_key(*parts: str) -> int:
@@ -152,7 +121,9 @@ class PostgresChatMemoryRepository(Reconstructible):
         max_connections: int = 8,
         connect_timeout: float = 10.0,
     ) -> None:
-        hidden = dsn if isinstance(dsn, _HiddenDsn) else _HiddenDsn(dsn)
+        # the DSN as given, password included, where repr, vars and logs do not show it; the recorded
+        # constructor arguments mask it by its name (chatclient._pickling)
+        hidden = Secret(dsn)
         dsn = hidden.reveal()
         if not dsn:
             raise ValueError("dsn cannot be empty")
@@ -162,7 +133,6 @@ class PostgresChatMemoryRepository(Reconstructible):
         from psycopg import sql
 
         self._dsn = hidden
-        _hide_recorded_dsn(self, hidden)
         self.table = check_identifier(table)
         self.schema = check_identifier(schema, "schema") if schema is not None else None
         self._name = sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)
