@@ -18,6 +18,9 @@ from typing import Any, TextIO
 
 __all__ = ["LineStream", "NullBar", "progress_bar", "report_interrupt"]
 
+# The bar as a log line: a 20-column bar, then the counts, clock, rate and postfix in full.
+_LINE_FORMAT = "{l_bar}{bar:20}{r_bar}"
+
 # The clock ("00:01<00:02") and the rate ("1.23case/s", "?it/s") of a tqdm line. Each match starts
 # where a digit run starts and the unit is letters only: with ``\w*`` after ``[\d.]+`` a long digit
 # run (a case id, say) took cubic time (1,000 digits: 6 s; 4,000: 6 min).
@@ -59,8 +62,9 @@ class LineStream:
     def write(self, text: str) -> int:
         for part in text.replace("\n", "\r").split("\r"):
             line = part.strip()
-            # a bar's close repeats its last state (only the clock and the rate moved): skip that
-            key = _CLOCK.sub("", line)
+            # a bar's close repeats its last state (only the clock and the rate moved, and the rate's
+            # padding with it: " 9.99/s" then "10.00/s"): skip that
+            key = " ".join(_CLOCK.sub("", line).split())
             if line and key != self._last:
                 self.stream.write(line + "\n")
                 self._last = key
@@ -129,7 +133,9 @@ def progress_bar(
         file=LineStream(out),
         initial=initial,
         postfix=postfix,
-        ncols=80,
+        # A fixed-width bar and no total width: with ``ncols`` the bar (and a cut-off postfix) grew or
+        # shrank as the rate's digits changed, so a close repeating the last state printed a second line.
+        bar_format=_LINE_FORMAT,
         ascii=True,
         mininterval=interval,
         maxinterval=max(interval, 10.0),

@@ -66,7 +66,7 @@ class Progress:
         self._bar: Any = None
 
     def __call__(self, done: int, total: int, case: Any) -> None:
-        from chatclient.evaluation.report import terminal_safe
+        from chatclient.evaluation.report import _cut
         from chatclient.progress import progress_bar
 
         if self._bar is None:
@@ -74,7 +74,8 @@ class Progress:
         self.done, self.total = done, total
         self.passed += int(case.passed)
         status = "PASS" if case.passed else ("ERROR" if case.error else "FAIL")
-        last = terminal_safe(f"{case.id} {status} score={case.score:.2f} {case.latency:.2f}s")
+        # the id cut short and on one line: a long or multi-line id would make the log line unbounded
+        last = f"{_cut(case.id, 40)} {status} score={case.score:.2f} {case.latency:.2f}s"
         self._bar.set_postfix_str(f"{self.passed} passed, last {last}", refresh=False)
         self._bar.update(max(done - self._bar.n, 0))
         if done >= total:

@@ -299,6 +299,26 @@ def test_progress_helper_lines_and_silence() -> None:
     assert raw.getvalue() == "one\ntwo\n"
 
 
+def test_progress_close_repeating_the_last_state_adds_no_line() -> None:
+    # The bar's close redraws its last state with a new clock and rate. When the rate gains a digit
+    # (9.99/s -> 10.0/s) and the postfix is long, a total width used to shift the bar and cut the
+    # postfix elsewhere, so the repeat no longer looked like a repeat: one line too many (CI flake).
+    out = _Pipe()
+    now = [0.0]
+    bar = progress_bar(total=3, desc="eval", unit="case", stream=out, interval=0)
+    bar._time = lambda: now[0]  # tqdm's clock, so the rates are known
+    bar.start_t = bar.last_print_t = 0.0
+    for i, at in enumerate([0.1, 0.2, 0.3003]):  # the last update's rate: 9.99/s
+        now[0] = at
+        bar.set_postfix_str(f"{i + 1} passed, last case-{i} PASS score=1.00 0.10s " + "x" * 60, refresh=False)
+        bar.update(1)
+    now[0] = 0.2999  # the close's rate: 10.00/s
+    bar.close()
+    lines = out.getvalue().strip().split("\n")
+    assert len(lines) == 4, lines  # the first state, then one line per update; the close adds none
+    assert lines[-1].startswith("eval: 100%") and "3/3" in lines[-1] and lines[-1].endswith("x]")
+
+
 def test_item_result_fields() -> None:
     r: ItemResult[int] = ItemResult(0, 5, None, Usage(1, 2))
     assert r.ok and r.unwrap() == 5 and r.usage == Usage(1, 2)
