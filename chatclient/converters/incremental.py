@@ -79,7 +79,9 @@ class Frame:
         self.state = _KEY_FIRST if is_dict else _FIRST
         self.key: str | None = None  # dict: the complete key whose value is being read
         self.child: Frame | PartialString | None = None  # the open child (container or string)
-        self.cache: dict[Any, Any] = {}  # target type -> shaped complete children (list or dict)
+        # target type -> the shaped complete children (a list, or the reader's record of an object's
+        # members); emptied when a repeated key replaces a value
+        self.cache: dict[Any, Any] = {}
 
 
 class IncrementalJSON:
@@ -320,7 +322,10 @@ class IncrementalJSON:
         if frame.is_dict:
             key = frame.key
             assert key is not None
-            frame.container[key] = value
+            container = frame.container
+            if key in container:  # a repeated key replaces a value a reader may have shaped already
+                frame.cache.clear()
+            container[key] = value
             frame.key = None
         else:
             frame.container.append(value)

@@ -23,6 +23,7 @@ partial. A stream whose deltas were all ``None`` (no content) yields nothing.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import typing
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -114,10 +115,15 @@ def _leaf(tp: Any, value: Any) -> Any:
         return None
 
 
+_PLAIN_SCALARS = frozenset((str, int, float, bool))
+
+
 def build_partial(tp: Any, value: Any) -> Any:
     """Shape ``value`` (parsed partial JSON) into ``tp`` as far as it goes; see the module docstring."""
     if value is None or tp is Any or tp is object:
         return value
+    if type(value) is tp and tp in _PLAIN_SCALARS:
+        return value  # what validating a str as str (an int as int, ...) gives: the value itself
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
         return build_partial(typing.get_args(tp)[0], value)
@@ -487,17 +493,16 @@ class _Shaper:
 
     def _items(self, frame: Frame, tp: Any, types: Mapping[str, Any] | None, default: Any) -> dict[str, Any]:
         """Shaped values by key, in JSON order: keys in ``types`` (all keys with ``default`` when None)."""
-        done: dict[str, tuple[Any, Any]] = _cache(frame, tp, dict)
-        out: dict[str, Any] = {}
-        for key, value in frame.container.items():
-            cached = done.get(key)
-            if cached is None or cached[0] is not value:  # new, or a repeated key replaced the value
+        done: _ShapedItems = _cache(frame, tp, _ShapedItems)
+        container = frame.container
+        if len(container) != done.seen:  # new complete members: shape those only
+            shaped = done.out
+            for key in itertools.islice(container, done.seen, None):
                 item_tp = default if types is None else types.get(key, _SKIP)
-                if item_tp is _SKIP:
-                    continue
-                cached = (value, build_partial(item_tp, value))
-                done[key] = cached
-            out[key] = cached[1]
+                if item_tp is not _SKIP:
+                    shaped[key] = build_partial(item_tp, container[key])
+            done.seen = len(container)
+        out = done.out.copy()
         key = frame.key
         if key is not None and frame.child is not None:
             item_tp = default if types is None else types.get(key, _SKIP)
@@ -511,6 +516,17 @@ class _Shaper:
 
     def _dataclass(self, tp: type[Any], frame: Frame, types: Mapping[str, Any]) -> Any:
         return _dataclass_from(tp, self._items(frame, tp, types, None))
+
+
+class _ShapedItems:
+    """The shaped complete members of one open object, for one target type: the first ``seen`` keys
+    of its container (the parser empties the frame's cache when a repeated key replaces a value)."""
+
+    __slots__ = ("out", "seen")
+
+    def __init__(self) -> None:
+        self.out: dict[str, Any] = {}
+        self.seen = 0
 
 
 _SKIP: Any = object()

@@ -188,3 +188,20 @@ def test_large_answer_is_linear() -> None:
     elapsed = time.perf_counter() - started
     assert states[-1].items[-1].qty == 1799
     assert elapsed < 20  # generous: a quadratic reader takes minutes here; the benchmark prints the figure
+
+
+def test_a_repeated_key_replaces_the_value_shaped_before() -> None:
+    # JSON objects may repeat a key (the last value wins, at the first one's place). The reader keeps
+    # the shaped members of an open object between deltas; a repeated key must replace that one.
+    text = (
+        '{"id": 1, "customerName": "ann", "items": [{"name": "a", "name": "b", "tags": ["x"]}], '
+        '"customerName": "bob", "notes": {"k": "v", "j": "u", "k": "w"}, "id": 2}'
+    )
+    for target in (Order, dict[str, Any], Any):
+        for deltas in ([text[i : i + 1] for i in range(len(text))], [text[i : i + 7] for i in range(0, len(text), 7)]):
+            expected = reparsed_states(target, deltas)
+            got = incremental_states(target, deltas)
+            assert got[: len(expected)] == expected
+    final = incremental_states(Order, [text])[-1]
+    assert final.customer == "bob" and final.id == 2 and final.items[0].name == "b"
+    assert final.notes == {"k": "w", "j": "u"}
