@@ -208,6 +208,15 @@ class LlmAgent(Agent):
         if usage is not None:
             step.usage = usage
 
+    def _answer(self, step: Step, cr: Any) -> Any:
+        """The answer's text, with its usage recorded on the step."""
+        if type(cr) is ChatResponse:  # the usual answer: read directly (this runs once per step)
+            if cr.metadata.usage is not None:
+                step.usage = cr.metadata.usage
+            return cr.generations[0].output.text if cr.generations else None
+        self._usage(step, cr)
+        return _text(cr)
+
     def _invoke(self, step: Step) -> Any:
         spec = self._spec(step)
         if self.output_type is not str:
@@ -216,13 +225,7 @@ class LlmAgent(Agent):
             return answer.entity
         if step.run.emit is not None and step.tail:
             return self._stream(step, spec)
-        cr = spec.call().chat_response()
-        if type(cr) is ChatResponse:  # the usual answer: read directly (this runs once per step)
-            if cr.metadata.usage is not None:
-                step.usage = cr.metadata.usage
-            return cr.generations[0].output.text if cr.generations else None
-        self._usage(step, cr)
-        return _text(cr)
+        return self._answer(step, spec.call().chat_response())
 
     def _stream(self, step: Step, spec: ChatClientRequestSpec) -> Any:
         emit = step.run.emit
@@ -258,13 +261,7 @@ class LlmAgent(Agent):
             finally:
                 await events.aclose()  # type: ignore[attr-defined]
             return None
-        cr = await spec.acall().chat_response()
-        if type(cr) is ChatResponse:  # the usual answer: read directly, as in _invoke
-            if cr.metadata.usage is not None:
-                step.usage = cr.metadata.usage
-            return cr.generations[0].output.text if cr.generations else None
-        self._usage(step, cr)
-        return _text(cr)
+        return self._answer(step, await spec.acall().chat_response())
 
 
 def _text(response: Any) -> str | None:

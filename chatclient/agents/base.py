@@ -168,6 +168,7 @@ class RunCancelled(BaseException):
 
 _PASS_THROUGH = (SuspendRun, DeadlineExceededError, RunClaimedError)
 _now = time.time
+_NO_USAGE = Usage()  # frozen: one shared empty usage for runs that report none
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -708,7 +709,7 @@ class Agent:
         result.__dict__.update(
             output=None if suspended is not None else output,
             scope=scope,
-            usage=(node.usage if node is not None else None) or Usage(),
+            usage=(node.usage if node is not None else None) or _NO_USAGE,
             suspended=Suspended(suspended.question, scope) if suspended is not None else None,
             _tree=node,
         )

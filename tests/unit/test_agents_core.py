@@ -599,6 +599,7 @@ def test_result_scope_round_trips_typed_values() -> None:
         "{% if x %}yes{% endif %} {{ y }}",
         "{# note #}{{ y }}",
         "plain text",
+        "a {0} {y} }{ {{ x }} {}",  # literal braces: text, not format fields
     ],
 )
 @pytest.mark.parametrize("values", [{"x": "otters", "y": 3}, {"x": None, "y": [1, "a"]}, {"x": 1.5, "y": {"k": (1,)}}])
