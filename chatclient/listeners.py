@@ -275,18 +275,26 @@ def handle_stream(source: Any, handler: Any) -> None:
     ``source`` is a request spec (``client.prompt("...")``: its ``stream().events()`` is used) or an
     iterable of ``chatclient.events``. An error ends the stream with ``on_error(error)`` when the
     handler has it (nothing is raised then); without it the error propagates. A handler with
-    ``on_raw_event`` also receives provider events chatclient does not map.
+    ``on_raw_event`` also receives provider events chatclient does not map. The stream is closed
+    when this returns or raises (a callback that raises ends it too).
     """
     _check_handler(handler)
     on_error = _hook(handler, "on_error")
     with _raw_if(handler):
+        events = _events_of(source, async_mode=False)
         try:
-            for event in _events_of(source, async_mode=False):
+            for event in events:
                 _dispatch(handler, event)
         except Exception as exc:
             if on_error is None:
                 raise
             on_error(exc)
+        finally:
+            # A callback that raised left the stream unread: close it now (its HTTP response with it),
+            # not whenever the garbage collector finds the abandoned generator.
+            close = getattr(events, "close", None)
+            if callable(close):
+                close()
 
 
 async def ahandle_stream(source: Any, handler: Any) -> None:
@@ -295,14 +303,20 @@ async def ahandle_stream(source: Any, handler: Any) -> None:
     _check_handler(handler)
     on_error = _hook(handler, "on_error")
     with _raw_if(handler):
+        events: AsyncIterable[StreamEvent] = _events_of(source, async_mode=True)
         try:
-            events: AsyncIterable[StreamEvent] = _events_of(source, async_mode=True)
             async for event in events:
                 _dispatch(handler, event)
         except Exception as exc:
             if on_error is None:
                 raise
             on_error(exc)
+        finally:
+            # as in handle_stream: an abandoned async generator would otherwise stay open until the
+            # event loop's finalizer runs, holding its connection
+            aclose = getattr(events, "aclose", None)
+            if callable(aclose):
+                await aclose()
 
 
 class _Nothing:

@@ -18,6 +18,7 @@ can write.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -213,7 +214,8 @@ class Checkpoint:
     def saved(path: str | Path) -> int:
         """How many items the checkpoint file at ``path`` holds (0 when it cannot be read)."""
         try:
-            with sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True) as reader:
+            # closing(): a sqlite3 connection's own ``with`` ends a transaction but leaves it open
+            with contextlib.closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as reader:
                 row = reader.execute("SELECT count(*) FROM items").fetchone()
         except sqlite3.Error:
             return 0

@@ -223,3 +223,51 @@ def test_raw_chunk_becomes_a_raw_provider_event_in_the_events_stream() -> None:
     with raw_provider_events():
         (chunk,) = raw_event_chunks("openai_responses", "response.web_search_call.searching", {"item_id": "ws_1"})
     assert _deltas(chunk) == (RawProviderEvent("openai_responses", "response.web_search_call.searching", chunk.data),)  # type: ignore[attr-defined]
+
+
+def test_a_raising_callback_closes_the_stream_at_once() -> None:
+    # The stream (an HTTP response in real use) is closed when a callback raises, not left to the GC:
+    # the test keeps a reference to the generator, so only an explicit close runs its ``finally``.
+    closed: list[str] = []
+
+    def events() -> Any:
+        try:
+            yield TextDelta("a")
+            yield TextDelta("b")
+        finally:
+            closed.append("sync")
+
+    def explode(text: str) -> None:
+        raise RuntimeError("callback failed")
+
+    source = events()
+    with pytest.raises(RuntimeError, match="callback failed"):
+        handle_stream(source, StreamHandler(on_partial=explode))
+    assert closed == ["sync"]
+    errors: list[BaseException] = []
+    source = events()
+    handle_stream(source, StreamHandler(on_partial=explode, on_error=errors.append))
+    assert closed == ["sync", "sync"] and isinstance(errors[0], RuntimeError)
+
+
+async def test_a_raising_callback_closes_the_async_stream_at_once() -> None:
+    closed: list[str] = []
+
+    async def events() -> Any:
+        try:
+            yield TextDelta("a")
+            yield TextDelta("b")
+        finally:
+            closed.append("async")
+
+    def explode(text: str) -> None:
+        raise RuntimeError("callback failed")
+
+    source = events()
+    with pytest.raises(RuntimeError, match="callback failed"):
+        await ahandle_stream(source, StreamHandler(on_partial=explode))
+    assert closed == ["async"]
+    errors: list[BaseException] = []
+    source = events()
+    await ahandle_stream(source, StreamHandler(on_partial=explode, on_error=errors.append))
+    assert closed == ["async", "async"] and isinstance(errors[0], RuntimeError)

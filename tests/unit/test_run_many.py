@@ -424,3 +424,23 @@ def test_ctrl_c_in_an_async_run_says_what_is_saved(tmp_path: Path, capsys: pytes
     (line,) = [x for x in capsys.readouterr().err.splitlines() if "interrupted" in x]
     assert line.startswith(f"run_many interrupted: 3 of 6 items are saved in checkpoint {str(path)!r}")
     assert Checkpoint.saved(path) == 3 and Checkpoint.saved(tmp_path / "none.sqlite") == 0
+
+
+def test_counting_a_checkpoint_closes_its_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    path = tmp_path / "count.sqlite"
+    run_many(triple, range(4), concurrency=1, progress=False, checkpoint=path)
+    opened: list[sqlite3.Connection] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened.append(real_connect(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    assert Checkpoint.saved(path) == 4
+    assert opened, "Checkpoint.saved did not open the file"
+    for conn in opened:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")
