@@ -244,7 +244,10 @@ def _parts(content: Any) -> Any:
         if part.type == "text":
             out.append({"type": "text", "text": part.text})
         elif part.type == "image":
-            out.append({"type": "image_url", "image_url": {"url": _image_url(part.source)}})
+            image = {"url": _image_url(part.source)}
+            if part.source.type == "url" and part.source.mime_type:
+                image["media_type"] = part.source.mime_type  # a URL without an extension still has a type
+            out.append({"type": "image_url", "image_url": image})
         else:
             out.append({"type": part.type})  # refused, naming the part type
     return out

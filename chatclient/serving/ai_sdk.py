@@ -182,7 +182,7 @@ def _user_content(parts: list[Any]) -> list[dict[str, Any]]:
         if kind == "text" and _is_str(part, "text"):
             content.append({"type": "text", "text": part["text"]})
         elif kind == "file" and _is_str(part, "url") and str(part.get("mediaType", "")).startswith("image/"):
-            content.append({"type": "image_url", "image_url": {"url": part["url"]}})
+            content.append({"type": "image_url", "image_url": {"url": part["url"], "media_type": part["mediaType"]}})
         elif kind == "file":
             raise _bad("Only image files are accepted in a user message.")
         elif not (isinstance(kind, str) and (kind in _SKIPPED_PARTS or kind.startswith("data-"))):

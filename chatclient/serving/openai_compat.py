@@ -235,13 +235,26 @@ def _text_of(content: Any, role: str) -> tuple[str, tuple[Any, ...]]:
             url = image.get("url") if isinstance(image, dict) else image
             if not isinstance(url, str) or not url:
                 raise _bad("An image_url part needs a url.", "messages")
-            media.append(_media_of(url))
+            # The AI SDK and AG-UI name an image's type beside its URL (kept here as media_type): a
+            # URL without a file extension is then still an image of known type.
+            mime = image.get("media_type") if isinstance(image, dict) else None
+            if mime is not None and not _is_image_type(mime):
+                raise _bad("An image's media type must be image/<subtype>.", "messages")
+            media.append(_media_of(url, mime))
         else:
             raise _bad(f"Unsupported content part in a {role} message: {str(kind)[:40]!r}.", "messages")
     return "".join(texts), tuple(media)
 
 
-def _media_of(url: str) -> Any:
+def _is_image_type(mime: Any) -> bool:
+    """``image/<subtype>``: ASCII letters, digits and ``.+-``, at most 64 characters after the slash."""
+    if not isinstance(mime, str) or not mime.startswith("image/") or not mime.isascii():
+        return False
+    subtype = mime[6:]
+    return 0 < len(subtype) <= 64 and subtype[0].isalnum() and all(c.isalnum() or c in ".+-" for c in subtype)
+
+
+def _media_of(url: str, mime_type: str | None = None) -> Any:
     import base64
     import binascii
 
@@ -255,7 +268,7 @@ def _media_of(url: str) -> Any:
         except (binascii.Error, ValueError):
             raise _bad("A data: URL image is not valid base64.", "messages") from None
     try:
-        return Media.from_url(url)
+        return Media.from_url(url, mime_type)
     except ValueError:  # no type to tell from the URL's name: the provider could not be told either
         raise _bad(
             "An image_url must end in a file name with a known image type (.png, .jpg, ...) or be a data: URL.",

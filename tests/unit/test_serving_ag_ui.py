@@ -118,6 +118,16 @@ def test_the_whole_conversation_is_sent_without_memory() -> None:
     assert sent[0].text == "Be brief." and sent[-1].text == "second"
 
 
+def test_an_image_url_keeps_its_mime_type_when_the_url_has_no_extension() -> None:
+    model = ScriptedChatModel(["a cat"])
+    image = {"type": "image", "source": {"type": "url", "value": "https://blobs.example.com/8f3a2c", "mimeType": "image/png"}}
+    body = run_input({"id": "u1", "role": "user", "content": [{"type": "text", "text": "what?"}, image]})
+    with running(ag_ui_app(ChatClient.create(model))) as url:
+        events_of(post(url, body))
+    (media,) = model.last_prompt.messages[-1].media
+    assert (media.mime_type, media.data) == ("image/png", "https://blobs.example.com/8f3a2c")
+
+
 def test_reasoning_is_a_reasoning_message_before_the_text() -> None:
     model = ScriptedChatModel([AssistantMessage("42", reasoning=(Reasoning("adding up"),))])
     with running(ag_ui_app(ChatClient.create(model))) as url:

@@ -160,6 +160,19 @@ def test_ui_message_history_becomes_the_conversation() -> None:
     assert sent[5].text == "and this?" and sent[5].media[0].mime_type == "image/png"
 
 
+def test_a_file_part_keeps_its_media_type_when_the_url_has_no_extension() -> None:
+    # Blob stores hand out URLs without a file extension; the part's mediaType says what it is.
+    model = ScriptedChatModel(["a cat"])
+    part = {"type": "file", "mediaType": "image/webp", "url": "https://blobs.example.com/u/8f3a2c"}
+    with running(ai_sdk_app(ChatClient.create(model))) as url:
+        chunks_of(post(url, chat({"id": "u", "role": "user", "parts": [{"type": "text", "text": "what?"}, part]})))
+        bad = dict(part, mediaType="image/<svg onload=x>")
+        refused = post(url, chat({"id": "u", "role": "user", "parts": [bad]}))
+    (media,) = model.last_prompt.messages[-1].media
+    assert (media.mime_type, media.data) == ("image/webp", "https://blobs.example.com/u/8f3a2c")
+    assert refused.status_code == 400 and "media type" in refused.text
+
+
 def test_memory_takes_the_history_by_chat_id() -> None:
     model = ScriptedChatModel(["one", "two"])
     memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
