@@ -55,8 +55,18 @@ class Skill:
         skill_file = folder / "SKILL.md"
         if not skill_file.is_file():
             raise SkillError(f"{folder}: no SKILL.md in this folder (a skill folder holds SKILL.md and its resources)")
+        try:  # SKILL.md is judged by where it leads, like the resources: a link out of the folder is refused
+            leads_out = not skill_file.resolve().is_relative_to(folder.resolve())
+        except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13)
+            leads_out = True
+        if leads_out:
+            raise SkillError(
+                f"{skill_file}: a symlink leading out of the skill folder; SKILL.md must be a file inside it"
+            )
         if skill_file.stat().st_size > MAX_SKILL_FILE_BYTES:
-            raise SkillError(f"{skill_file}: over {MAX_SKILL_FILE_BYTES // 1024} KiB; keep SKILL.md short, move detail to resources")
+            raise SkillError(
+                f"{skill_file}: over {MAX_SKILL_FILE_BYTES // 1024} KiB; keep SKILL.md short, move detail to resources"
+            )
         try:
             text = skill_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -90,7 +100,9 @@ class Skill:
             with target.open("rb") as fh:
                 data = fh.read(max_bytes + 1)
         except OSError as exc:
-            raise SkillError(f"resource {relative_path!r} of skill {self.name!r} cannot be read ({exc.strerror})") from None
+            raise SkillError(
+                f"resource {relative_path!r} of skill {self.name!r} cannot be read ({exc.strerror})"
+            ) from None
         if len(data) > max_bytes:
             raise SkillError(f"resource {relative_path!r} of skill {self.name!r} is over {max_bytes:,} bytes")
         try:

@@ -104,6 +104,22 @@ def test_symlink_leaving_the_folder_is_not_a_resource(skills_dir: Path) -> None:
         skill.read_resource("leak.md")
 
 
+def test_a_skill_md_linked_from_outside_the_folder_is_refused(tmp_path: Path) -> None:
+    # SKILL.md goes into the prompt as instructions: like a resource, it may not lead out of its folder
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("---\nname: leak\ndescription: read from outside\n---\nsecret instructions\n")
+    folder = tmp_path / "skills" / "leak"
+    folder.mkdir(parents=True)
+    os.symlink(outside, folder / "SKILL.md")
+    with pytest.raises(SkillError, match="out of the skill folder"):
+        Skill.from_dir(folder)
+    inside = tmp_path / "skills" / "linked"
+    inside.mkdir()
+    (inside / "real.md").write_text(outside.read_text())
+    os.symlink(inside / "real.md", inside / "SKILL.md")  # a link within the folder is fine
+    assert Skill.from_dir(inside).instructions == "secret instructions"
+
+
 def test_a_symlink_into_scripts_is_not_a_resource(skills_dir: Path) -> None:
     """Issue 36 item 8: a link inside the folder pointing into scripts/ exposed the script's text."""
     folder = skills_dir / "invoices"
