@@ -45,7 +45,9 @@ class KeywordMetadataEnricher:
     """Adds ``excerpt_keywords`` (comma-separated, as the model wrote them) to each document.
 
     ``keyword_count`` (default 5, at least 1) goes into the template as ``keyword_count``; a custom
-    ``template`` needs the ``document`` placeholder.
+    ``template`` needs the ``document`` placeholder. ``max_chars`` (default 1,000) bounds what is
+    stored: a model that runs on keeps its first whole keywords that fit (metadata goes into every
+    vector-store row and filter).
     """
 
     def __init__(
@@ -54,20 +56,30 @@ class KeywordMetadataEnricher:
         *,
         keyword_count: int = 5,
         template: str = KEYWORDS_TEMPLATE,
+        max_chars: int = 1_000,
     ) -> None:
         if isinstance(keyword_count, bool) or not isinstance(keyword_count, int) or keyword_count < 1:
             raise ValueError(f"keyword_count must be an integer >= 1, got {keyword_count!r}")
         self.client = as_client(chat_client)
         self.keyword_count = keyword_count
         self.template = check_template(template, ("document",))
+        self.max_chars = _check_max_chars(max_chars)
 
     def _prompt(self, document: Document) -> str:
         return render(self.template, {"document": document.text, "keyword_count": self.keyword_count})
 
-    @staticmethod
-    def _with(document: Document, answer: str | None) -> Document:
-        keywords = ", ".join(k.strip() for k in (answer or "").split(",") if k.strip())
-        return document.copy(metadata={**document.metadata, EXCERPT_KEYWORDS: keywords})
+    def _with(self, document: Document, answer: str | None) -> Document:
+        kept: list[str] = []
+        size = 0
+        for keyword in (answer or "").split(","):
+            keyword = keyword.strip()
+            if not keyword:
+                continue
+            size += len(keyword) + (2 if kept else 0)
+            if size > self.max_chars:
+                break
+            kept.append(keyword)
+        return document.copy(metadata={**document.metadata, EXCERPT_KEYWORDS: ", ".join(kept)})
 
     def transform(self, documents: Sequence[Document]) -> list[Document]:
         """The documents, each with its keywords (one model call per document)."""
@@ -95,7 +107,8 @@ class SummaryMetadataEnricher:
     first) and ``next_section_summary`` (the one after it, not on the last).
 
     Documents are taken in the order given (the sections of one source, in reading order). A custom
-    ``template`` needs the ``document`` placeholder.
+    ``template`` needs the ``document`` placeholder. ``max_chars`` (default 4,000) bounds each stored
+    summary: a longer answer is cut at a word boundary and ends with "…".
     """
 
     def __init__(
@@ -104,6 +117,7 @@ class SummaryMetadataEnricher:
         summary_types: Iterable[SummaryType | str] = (SummaryType.CURRENT,),
         *,
         template: str = SUMMARY_TEMPLATE,
+        max_chars: int = 4_000,
     ) -> None:
         chosen = tuple(SummaryType(t) for t in summary_types)
         if not chosen:
@@ -111,6 +125,15 @@ class SummaryMetadataEnricher:
         self.client = as_client(chat_client)
         self.summary_types = frozenset(chosen)
         self.template = check_template(template, ("document",))
+        self.max_chars = _check_max_chars(max_chars)
+
+    def _summary(self, answer: str | None) -> str:
+        text = (answer or "").strip()
+        if len(text) <= self.max_chars:
+            return text
+        cut = text[: self.max_chars - 1]
+        space = cut.rfind(" ")
+        return (cut[:space] if space > self.max_chars // 2 else cut).rstrip() + "…"
 
     def _prompt(self, document: Document) -> str:
         return render(self.template, {"document": document.text})
@@ -132,15 +155,21 @@ class SummaryMetadataEnricher:
     def transform(self, documents: Sequence[Document]) -> list[Document]:
         """The documents with their summaries (one model call per document)."""
         docs = _checked(documents)
-        return self._apply(docs, [(ask(self.client, self._prompt(d)) or "").strip() for d in docs])
+        return self._apply(docs, [self._summary(ask(self.client, self._prompt(d))) for d in docs])
 
     async def atransform(self, documents: Sequence[Document]) -> list[Document]:
         """Async ``transform``."""
         docs = _checked(documents)
-        return self._apply(docs, [((await aask(self.client, self._prompt(d))) or "").strip() for d in docs])
+        return self._apply(docs, [self._summary(await aask(self.client, self._prompt(d))) for d in docs])
 
     def __call__(self, documents: Sequence[Document]) -> list[Document]:
         return self.transform(documents)
+
+
+def _check_max_chars(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 16:
+        raise ValueError(f"max_chars must be an integer >= 16, got {value!r}")
+    return value
 
 
 def _checked(documents: Sequence[Document]) -> list[Document]:

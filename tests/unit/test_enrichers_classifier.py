@@ -78,6 +78,23 @@ def test_custom_templates_and_bad_input() -> None:
         KeywordMetadataEnricher(object())  # type: ignore[arg-type]
 
 
+def test_stored_answers_are_bounded() -> None:
+    # A model that runs on (no max_tokens on a local model, say) must not fill every row's metadata.
+    runaway_keywords = ", ".join(f"keyword{i}" for i in range(5_000))
+    runaway_summary = "word " * 20_000
+    client = ChatClient.create(ScriptedChatModel([runaway_keywords, runaway_summary, "short one"]))
+    (doc,) = KeywordMetadataEnricher(client, max_chars=100).transform([Document("text")])
+    kept = doc.metadata[EXCERPT_KEYWORDS]
+    assert len(kept) <= 100 and kept.startswith("keyword0, keyword1") and kept.split(", ")[-1].startswith("keyword")
+    summaries = SummaryMetadataEnricher(client, [SummaryType.CURRENT, SummaryType.NEXT])
+    first, second = summaries.transform([Document("a"), Document("b")])
+    assert second.metadata[SECTION_SUMMARY] == "short one" and NEXT_SECTION_SUMMARY not in second.metadata
+    cut = first.metadata[SECTION_SUMMARY]
+    assert len(cut) <= 4_000 and cut.endswith("word…") and first.metadata[NEXT_SECTION_SUMMARY] == "short one"
+    with pytest.raises(ValueError, match="max_chars"):
+        SummaryMetadataEnricher(client, max_chars=0)
+
+
 def test_empty_answer_gives_empty_keywords() -> None:
     out = KeywordMetadataEnricher(ChatClient.create(ScriptedChatModel([""]))).transform([Document("x")])
     assert out[0].metadata[EXCERPT_KEYWORDS] == ""
