@@ -174,8 +174,11 @@ class PlannerWorkflow(Workflow):
         if wrong is not None:
             history.append(PlannerTurn(agent.name, planned.arguments, error=wrong))
             return None
+        # Only the chosen agent's inputs are written: a planner is a model reading untrusted text, and
+        # an extra argument must not set a scope key another agent or the caller relies on.
+        inputs = agent.input_names()
         for k, v in planned.arguments.items():
-            if isinstance(k, str) and k:
+            if isinstance(k, str) and k in inputs:
                 step.scope.write(k, v)
         missing = [] if agent.optional else agent._missing(step.scope)
         if missing:
