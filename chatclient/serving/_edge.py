@@ -787,6 +787,23 @@ class Edge:
         """An ASGI response streaming ``frames``; a client disconnect cancels the producer at once."""
         return _EventStream(frames, {**_STREAM_HEADERS, **(headers or {})}, media_type)
 
+    async def first_event(self, request: Any, events: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+        """``events`` once its first event has come: a failure before it (a budget or rate limit
+        refusing the call, the upstream model refusing the connection) raises here, before a byte of
+        the stream is sent, so it is answered with its own status (429 with ``Retry-After``, 502)
+        instead of a 200 carrying an error. A client leaving meanwhile cancels the run."""
+        iterator = aiter(events)
+        try:
+            first = await self.until_disconnect(request, anext(iterator))
+        except StopAsyncIteration:
+            return _events_from(None, iterator)
+        except BaseException:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()  # the run's own clean-up (its claim, its scope) before the error answer
+            raise
+        return _events_from(first, iterator)
+
     @staticmethod
     async def until_disconnect(request: Any, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable``, cancelling it when the client disconnects first (``EdgeError`` 499)."""
@@ -812,6 +829,19 @@ class Edge:
         finally:
             if watch is not None:
                 watch.cancel()
+
+
+async def _events_from(first: StreamEvent | None, rest: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    """``first`` (when there is one), then the rest; closing this closes the rest."""
+    try:
+        if first is not None:
+            yield first
+        async for event in rest:
+            yield event
+    finally:
+        aclose = getattr(rest, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class _OnSuspend(Generic[T]):

@@ -127,6 +127,7 @@ def ag_ui_app(
             key = edge.conversation_key(run_input.thread_id, principal)
             turn = _turn(run_input, chosen, interrupts, key, edge)
             events = edge.start_events(chosen, turn, principal=principal)
+            events = await edge.first_event(request, events)  # a refusal before it is a 429, not a 200
         except Exception as exc:  # EdgeError, or a principal that names nobody (a 500)
             return _error_response(error_for(exc))
         encoder = EventEncoder(accept=request.headers.get("accept"))

@@ -111,6 +111,7 @@ def ai_sdk_app(
             chosen = resolve_target(targets, request.path_params.get("name"))
             turn = _turn(body, chosen)
             events = edge.start_events(chosen, turn, principal=edge.principal(request))
+            events = await edge.first_event(request, events)  # a refusal before it is a 429, not a 200
         except Exception as exc:  # EdgeError, or anything else setting the turn up (a 500 in our shape)
             return _error_response(error_for(exc))
         return edge.event_stream(_frames(events), headers={STREAM_HEADER: "v1"})

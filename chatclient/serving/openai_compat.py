@@ -122,6 +122,7 @@ def openai_app(
             chosen = resolve_target(targets, parsed.model)
             if parsed.stream:
                 events = edge.start_events(chosen, parsed.turn, principal=edge.principal(request))
+                events = await edge.first_event(request, events)  # a refusal before it is a 429, not a 200
         except Exception as exc:  # EdgeError, or anything else setting the turn up (a 500 in our shape)
             return _error_response(error_for(exc))
         headers = {CONVERSATION_HEADER: parsed.turn.conversation_id} if parsed.turn.conversation_id else None

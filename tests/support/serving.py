@@ -128,6 +128,18 @@ class SlowAfterFirstChunk(BaseChatModel):
         yield ChatResponse((Generation(AssistantMessage("never")),))
 
 
+class SlowBeforeFirstChunk(SlowAfterFirstChunk):
+    """Streams nothing for a long while (a model still queueing); records when it was cancelled."""
+
+    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled_at = time.monotonic()
+            raise
+        yield ChatResponse((Generation(AssistantMessage("never")),))
+
+
 class SlowWholeAnswer(SlowAfterFirstChunk):
     """Answers whole, after a long wait; records when it was cancelled."""
 

@@ -394,11 +394,14 @@ def test_auth_gives_401_and_the_principal_reaches_advisors_and_budgets() -> None
     with running(ag_ui_app(client, auth=auth)) as url:
         refused = post(url, run_input(user("x")))
         ok = events_of(post(url, run_input(user("x")), headers={"authorization": "Bearer ann-token"}))
-        over = events_of(post(url, run_input(user("y"), run="r2"), headers={"authorization": "Bearer ann-token"}))
+        over = post(url, run_input(user("y"), run="r2"), headers={"authorization": "Bearer ann-token"})
     assert refused.status_code == 401 and refused.json()["type"] == "RUN_ERROR"
     assert refused.headers["www-authenticate"] == "Bearer"
     assert types(ok)[-1] == "RUN_FINISHED" and recorder.seen[0] == "ann"
-    assert types(over) == ["RUN_STARTED", "RUN_ERROR"] and over[-1]["code"] == "budget_exceeded"
+    # refused before the first event: the HTTP status says so (with when to come back), not a 200
+    assert over.status_code == 429 and int(over.headers["retry-after"]) >= 1
+    assert over.json()["type"] == "RUN_ERROR" and over.json()["code"] == "budget_exceeded"
+    EVENTS.validate_python(over.json())
 
 
 def test_a_bare_target_served_with_every_protocol_answers_ag_ui_and_the_ai_sdk() -> None:
