@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from chatclient.agents.scope import AgenticScope
-from chatclient.errors import AgenticScopeError, RunClaimedError
+from chatclient.errors import AgenticScopeError, ChatClientError, RunClaimedError
 from chatclient.memory._errors import StoreErrors, connection_secrets, scrub_text
 from chatclient.memory.sqlite import check_identifier
 
@@ -552,6 +552,10 @@ class PostgresScopeStore:
         with self._lock, self._errors.operation(name):
             try:
                 yield self._connection()
+            except ChatClientError:
+                # our own refusal (a claim taken, scope JSON refused): its transaction rolled back and
+                # the session is fine, so the connection is kept
+                raise
             except BaseException:
                 conn, self._conn = self._conn, None  # reconnect next time: the session may be broken
                 if conn is not None and self._pid == os.getpid():

@@ -534,3 +534,21 @@ def test_two_processes_racing_to_resume_pay_once(spec: Any, tmp_path: Path) -> N
                 r.kill()
     assert outputs[0] == "ok paid" and outputs[1] in ("refused running", "refused resumed"), outputs
     assert len((tmp_path / "paid.txt").read_text().split()) == 1  # one process paid
+
+
+@pytest.mark.postgres
+def test_a_refused_claim_keeps_the_postgres_connection(tmp_path: Path) -> None:
+    # A RunClaimedError is an answer, not a broken session: the store goes on with the same connection.
+    spec = next(scope_store_spec("postgres", tmp_path, "keep"))
+    paid: list[str] = []
+    wf = payment_workflow(paid)
+    store = open_store(spec)
+    first = wf.run(amount=5, scope_id=f"keep-{uuid.uuid4().hex}", scope_store=store)
+    text = first.suspended.scope.to_json()  # type: ignore[union-attr]
+    wf.resume(text, "yes", scope_store=store)
+    connection = store._conn
+    with pytest.raises(RunClaimedError):
+        wf.resume(text, "yes", scope_store=store)
+    assert store._conn is connection and not connection.closed
+    assert store.load(first.scope.id) is not None and paid == ["prepare", "pay"]
+    store.delete(first.scope.id)
