@@ -482,6 +482,9 @@ class Edge:
         # ends without waiting deletes its scope, so only suspended runs are kept.
         self.scope_store = InMemoryScopeStore()
         self._suspended: OrderedDict[str, None] = OrderedDict()  # their ids, oldest first
+        # Agent conversations with a turn being answered now (in this process): a second turn of one
+        # of them is refused, not run beside the first on the same stored scope.
+        self._answering: set[str] = set()
 
     # -- building ------------------------------------------------------------------------------
 
@@ -628,11 +631,7 @@ class Edge:
         take raises ``EdgeError`` (400) here, before anything is sent."""
         conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
-            return self._agent_events(
-                self._agent_run(target, turn, conversation_id, principal),
-                conversation_id,
-                turn.conversation_id is not None,
-            )
+            return self._agent_events(target, turn, conversation_id, principal, turn.conversation_id is not None)
         runner = self._client_runner(target, turn, principal, conversation_id, stream)
         return self._client_events(target, runner, turn, conversation_id)
 
@@ -645,9 +644,7 @@ class Edge:
             return [
                 event
                 async for event in self._agent_events(
-                    self._agent_run(target, turn, conversation_id, principal),
-                    conversation_id,
-                    turn.conversation_id is not None,
+                    target, turn, conversation_id, principal, turn.conversation_id is not None
                 )
             ]
         runner = self._client_runner(target, turn, principal, conversation_id, False)
@@ -742,27 +739,44 @@ class Edge:
             inputs, scope_store=store, scope_id=scope_id, max_duration=self.max_duration, advisor_params=params
         )
 
-    async def _agent_events(self, run: Any, scope_id: str, resumable: bool) -> AsyncIterator[StreamEvent]:
-        ended = False
+    async def _agent_events(
+        self, agent: Any, turn: ChatTurn, scope_id: str, principal: Any, resumable: bool
+    ) -> AsyncIterator[StreamEvent]:
+        """The events of the agent's run for ``turn`` under ``scope_id``; the run starts (its stored
+        scope looked up, resumed or replaced) only when the first event is asked for."""
+        if scope_id in self._answering:
+            # Checked and marked with no await between: two turns of one conversation cannot both pass.
+            raise EdgeError(
+                409,
+                "This conversation is still answering an earlier turn; send the next one when it has ended.",
+                code="conversation_busy",
+                retry_after=1.0,
+            )
+        self._answering.add(scope_id)
         try:
-            async for event in run:
-                yield event
-            ended = True
+            run = self._agent_run(agent, turn, scope_id, principal)
+            ended = False
+            try:
+                async for event in run:
+                    yield event
+                ended = True
+            finally:
+                await run.aclose()  # a client gone mid-run: the run's agents are cancelled now
+                if not ended:
+                    # Failed or left before its end: no answer will resume it, so its scope (stored
+                    # when the run was claimed) must not stay in the store for ever.
+                    self.scope_store.delete(scope_id)
+                    self._suspended.pop(scope_id, None)
+            result = run.result
+            if result.suspended is None or not resumable:
+                # Kept only while an answer can reach it: a turn without a conversation id ran under a
+                # fresh random id no later turn can name.
+                self.scope_store.delete(result.scope.id)
+                self._suspended.pop(result.scope.id, None)
+            else:
+                self._keep_suspended(result.scope.id)
         finally:
-            await run.aclose()  # a client gone mid-run: the run's agents are cancelled now
-            if not ended:
-                # Failed or left before its end: no answer will resume it, so its scope (stored when
-                # the run was claimed) must not stay in the store for ever.
-                self.scope_store.delete(scope_id)
-                self._suspended.pop(scope_id, None)
-        result = run.result
-        if result.suspended is None or not resumable:
-            # Kept only while an answer can reach it: a turn without a conversation id ran under a
-            # fresh random id no later turn can name.
-            self.scope_store.delete(result.scope.id)
-            self._suspended.pop(result.scope.id, None)
-        else:
-            self._keep_suspended(result.scope.id)
+            self._answering.discard(scope_id)
         if result.suspended is not None:
             yield RunSuspended(result.suspended.question)
         yield ScopeSnapshot(dict(result.scope.state))

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -294,6 +296,44 @@ def test_a_cancelled_interrupt_starts_the_thread_afresh() -> None:
     # a new run: it asks again instead of taking "start" as the name
     assert again[-1]["outcome"]["type"] == "interrupt"
     assert not any(e["type"] == "STEP_STARTED" and e["stepName"] == "greet" for e in again)
+
+
+def test_a_second_turn_of_a_conversation_still_answering_is_a_409_and_leaves_the_first_alone() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @agent_function(output_key="answer")
+    async def slow(name: str) -> str:
+        started.set()
+        while not release.is_set():  # waits without blocking the server's event loop
+            await asyncio.sleep(0.01)
+        return f"done for {name}"
+
+    with running(ag_ui_app(slow)) as url:
+        first: list[httpx.Response] = []
+        worker = threading.Thread(target=lambda: first.append(post(url, run_input(user("Ann"), thread="busy"))))
+        worker.start()
+        assert started.wait(5)
+        second = post(url, run_input(user("Bob"), thread="busy", run="r2"))
+        started.clear()
+        others: list[httpx.Response] = []  # another conversation is not held up by the busy one
+        elsewhere = threading.Thread(
+            target=lambda: others.append(post(url, run_input(user("Cy"), thread="elsewhere", run="r3")))
+        )
+        elsewhere.start()
+        assert started.wait(5)  # running beside the first
+        release.set()
+        worker.join(10)
+        elsewhere.join(10)
+        other = events_of(others[0])
+        third = events_of(post(url, run_input(user("Dee"), thread="busy", run="r4")))
+    assert second.status_code == 409 and second.json()["code"] == "conversation_busy"
+    assert int(second.headers["retry-after"]) >= 1
+    EVENTS.validate_python(second.json())
+    done = events_of(first[0])
+    assert done[-1]["outcome"] == {"type": "success"}
+    assert next(e for e in done if e["type"] == "STATE_SNAPSHOT")["snapshot"]["answer"] == "done for Ann"
+    assert next(e for e in other if e["type"] == "STATE_SNAPSHOT")["snapshot"]["answer"] == "done for Cy"
+    assert next(e for e in third if e["type"] == "STATE_SNAPSHOT")["snapshot"]["answer"] == "done for Dee"
 
 
 def test_named_targets_are_picked_by_path() -> None:
