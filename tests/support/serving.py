@@ -118,13 +118,17 @@ class SlowAfterFirstChunk(BaseChatModel):
     def call(self, prompt: Prompt) -> ChatResponse:
         raise NotImplementedError
 
-    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        yield ChatResponse((Generation(AssistantMessage("thinking...")),))
+    async def _stall(self) -> None:
+        """Wait long; note when the wait was cancelled."""
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
             self.cancelled_at = time.monotonic()
             raise
+
+    async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        yield ChatResponse((Generation(AssistantMessage("thinking...")),))
+        await self._stall()
         yield ChatResponse((Generation(AssistantMessage("never")),))
 
 
@@ -132,11 +136,7 @@ class SlowBeforeFirstChunk(SlowAfterFirstChunk):
     """Streams nothing for a long while (a model still queueing); records when it was cancelled."""
 
     async def astream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            self.cancelled_at = time.monotonic()
-            raise
+        await self._stall()
         yield ChatResponse((Generation(AssistantMessage("never")),))
 
 
@@ -144,11 +144,7 @@ class SlowWholeAnswer(SlowAfterFirstChunk):
     """Answers whole, after a long wait; records when it was cancelled."""
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            self.cancelled_at = time.monotonic()
-            raise
+        await self._stall()
         return ChatResponse((Generation(AssistantMessage("never")),))
 
 
