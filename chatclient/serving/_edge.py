@@ -628,7 +628,8 @@ class Edge:
         self, target: Any, turn: ChatTurn, *, principal: Any = None, stream: bool = True
     ) -> AsyncIterator[StreamEvent]:
         """``run_events``, with the turn checked and the run set up first: a turn the target cannot
-        take raises ``EdgeError`` (400) here, before anything is sent."""
+        take raises ``EdgeError`` (400) here or, for an agent (whose run starts with its first event),
+        from the first event; ``first_event`` makes either an answer before anything is sent."""
         conversation_id = self._conversation_key(turn, principal)
         if _is_agent(target):
             return self._agent_events(target, turn, conversation_id, principal, turn.conversation_id is not None)
