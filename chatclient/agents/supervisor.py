@@ -6,8 +6,8 @@ the results so far; the planner answers a ``PlannerStep`` entity (re-asked by th
 when malformed). The step's arguments that are the agent's inputs are written into the scope (other
 keys are dropped), then the named agent runs. An unknown name, arguments that leave out an agent's
 inputs, or an argument that does not fit the type of the input it names (``"three"`` for an ``int``)
-is reported to the planner in the next prompt and counts as a step; the plan ends at ``agent_name ==
-"done"`` or after ``max_steps`` steps.
+is reported to the planner in the next prompt and counts as a step; the plan ends at
+``agent_name == "done"`` or after ``max_steps`` steps.
 """
 
 from __future__ import annotations
